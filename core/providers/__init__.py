@@ -1,0 +1,1 @@
+"""Execution providers: the interface, the CPU provider, and discovery through entry points."""

@@ -1,0 +1,41 @@
+"""The numpy CPU execution provider: runs every node that has a registered kernel."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .. import executor, ir
+from ..kernels import registry
+from .base import CompileContext, ExecutionProvider, Step
+
+
+class CPUExecutionProvider(ExecutionProvider):
+    """Runs nodes with the numpy kernels of `onnxedge.kernels`; the fallback for every graph."""
+
+    name = "CPUExecutionProvider"
+
+    def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
+        """None when a kernel (or a model-local function) serves the node, else why not."""
+        if (node.domain, node.op_type) in ctx.functions:
+            return None
+        if registry.find(node.domain, node.op_type, ctx.opset_of(node)) is None:
+            return "no kernel for %s (domain %s, opset %d)" % (
+                node.op_type, node.domain or "ai.onnx", ctx.opset_of(node))
+        return None
+
+    def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
+        """One group of every node that has a kernel."""
+        return [[i for i, n in enumerate(graph.nodes) if self.unsupported_reason(n, ctx) is None]]
+
+    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
+        """Bind kernels and attributes once; the step is a loop of kernel calls."""
+        compiled = [executor.compile_node(graph.nodes[i], ctx.opsets, ctx.free_after.get(i, []),
+                                          ctx.functions) for i in node_indices]
+        run_subgraph = ctx.run_subgraph
+
+        def run(env: dict) -> None:
+            executor.run_compiled(compiled, env, run_subgraph)
+
+        return Step(self.name, list(node_indices), run)
+
+
+__all__ = ["CPUExecutionProvider"]

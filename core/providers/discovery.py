@@ -1,0 +1,73 @@
+"""Finds execution providers by name: the built-in CPU provider and entry-point plug-ins.
+
+Providers living outside the core (web/, edge/) register under the entry-point group
+`onnxedge.providers` (name = ORT provider name, value = `module:Class`), so the core never
+imports them; a reduced build drops a provider by leaving its entry point out.
+"""
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Dict, List, Type
+
+from ..errors import EPFail
+from .base import ExecutionProvider
+from .cpu import CPUExecutionProvider
+
+GROUP = "onnxedge.providers"
+
+# Known names, in onnxruntime's usual priority order (most specialised first).
+KNOWN = ["WebGpuExecutionProvider", "WasmSimdExecutionProvider", "CoreMLExecutionProvider",
+         "NnapiExecutionProvider", "NeonExecutionProvider", "CPUExecutionProvider"]
+
+
+def _entry_points(group: str) -> list:
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return []
+    eps = metadata.entry_points()
+    if hasattr(eps, "select"):
+        return list(eps.select(group=group))
+    return list(eps.get(group, ()))   # Python 3.8/3.9: dict of group -> tuple
+
+
+def provider_classes() -> Dict[str, Type[ExecutionProvider]]:
+    """Every provider class that can be loaded, by name (available on this machine or not)."""
+    found: Dict[str, Type[ExecutionProvider]] = {}
+    for ep in _entry_points(GROUP):
+        if ep.name in found or ep.name == CPUExecutionProvider.name:
+            continue
+        try:
+            module, _, attr = ep.value.partition(":")
+            cls = getattr(importlib.import_module(module), attr)
+        except Exception as e:  # a broken plug-in must not break the runtime
+            warnings.warn("execution provider %s could not be loaded from %s: %s"
+                          % (ep.name, ep.value, e))
+            continue
+        found[ep.name] = cls
+    found[CPUExecutionProvider.name] = CPUExecutionProvider
+    return found
+
+
+def available_providers() -> List[str]:
+    """Names of providers that can run here, in priority order, CPU last (like ORT)."""
+    names = []
+    for name, cls in provider_classes().items():
+        try:
+            ok = cls.is_available()
+        except Exception:
+            ok = False
+        if ok:
+            names.append(name)
+    order = {n: i for i, n in enumerate(KNOWN)}
+    return sorted(names, key=lambda n: (order.get(n, len(KNOWN) - 1.5), n))
+
+
+def create(name: str, options: dict) -> ExecutionProvider:
+    """An instance of the named provider; EPFail when it cannot be created."""
+    cls = provider_classes()[name]
+    try:
+        return cls(options)
+    except Exception as e:
+        raise EPFail("%s could not be created with options %r: %s" % (name, options, e)) from e

@@ -1,0 +1,395 @@
+"""`InferenceSession` and its options: onnxruntime's Python API over onnxedge's plan."""
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import checker, dtypes, executor, ir
+from .errors import InvalidArgument, InvalidGraph, NoModel, NotImplemented
+from .partition import Plan, build_plan
+from .providers import discovery
+from .providers.base import CompileContext, ExecutionProvider
+from .threads import set_blas_threads
+
+log = logging.getLogger("onnxedge")
+
+ModelSource = Union[str, bytes, "os.PathLike[str]", ir.Model]
+
+
+class GraphOptimizationLevel(enum.IntEnum):
+    """Optimization levels, as in onnxruntime."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    """Execution modes, as in onnxruntime (onnxedge always runs nodes in order)."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+_SEVERITY = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.CRITICAL}
+
+
+class SessionOptions:
+    """Options of a session, with onnxruntime's names and defaults."""
+
+    def __init__(self) -> None:
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.optimized_model_filepath = ""
+        self.intra_op_num_threads = 0
+        self.inter_op_num_threads = 0
+        self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
+        self.log_severity_level = 2
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.enable_profiling = False
+        self.enable_mem_pattern = True
+        self.enable_cpu_mem_arena = True
+        self._config: Dict[str, str] = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Set a free-form configuration entry (kept for API compatibility)."""
+        self._config[str(key)] = str(value)
+
+    def get_session_config_entry(self, key: str) -> str:
+        """A configuration entry set before; InvalidArgument when absent."""
+        try:
+            return self._config[key]
+        except KeyError:
+            raise InvalidArgument("session config entry %r is not set" % key) from None
+
+
+class RunOptions:
+    """Per-run options, as in onnxruntime."""
+
+    def __init__(self) -> None:
+        self.log_severity_level = 2
+        self.log_verbosity_level = 0
+        self.run_tag = ""
+        self.terminate = False
+        self.only_execute_path_to_fetches = False
+
+
+class NodeArg:
+    """Name, shape and type of a model input or output (onnxruntime's NodeArg)."""
+
+    def __init__(self, name: str, type_info: Optional[ir.TypeInfo]):
+        self.name = name
+        self.type = type_info.ort_string() if type_info is not None else "unknown"
+        shape = type_info.shape if type_info is not None and type_info.kind == "tensor" else None
+        self.shape: List[Any] = list(shape) if shape is not None else []
+
+    def __repr__(self) -> str:
+        return "NodeArg(name=%r, type=%r, shape=%r)" % (self.name, self.type, self.shape)
+
+
+class ModelMetadata:
+    """Metadata of the model (onnxruntime's ModelMetadata)."""
+
+    def __init__(self, model: ir.Model):
+        self.producer_name = model.producer_name
+        self.graph_name = model.graph.name
+        self.domain = model.domain
+        self.description = model.doc_string
+        self.graph_description = model.graph.doc_string
+        self.version = model.model_version
+        self.custom_metadata_map = dict(model.metadata_props)
+
+
+def load(source: ModelSource) -> ir.Model:
+    """Load a model from a path, bytes or an IR Model (`.oxe` or `.onnx`, told apart by content)."""
+    if isinstance(source, ir.Model):
+        return source
+    if source is None:
+        raise NoModel("no model given: pass a path, bytes or an onnxedge.ir.Model")
+    from . import model_io
+    return model_io.load(source)
+
+
+def _normalize_providers(providers: Optional[Sequence[Any]],
+                         provider_options: Optional[Sequence[Dict[str, Any]]]) -> List[Tuple[str, Dict[str, Any]]]:
+    if not providers:
+        return [("CPUExecutionProvider", {})]
+    if isinstance(providers, str):
+        providers = [providers]
+    if provider_options is not None and len(provider_options) != len(providers):
+        raise InvalidArgument("provider_options has %d entries, providers has %d: they must match"
+                              % (len(provider_options), len(providers)))
+    out = []
+    for i, p in enumerate(providers):
+        if isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str):
+            name, opts = p[0], dict(p[1] or {})
+        elif isinstance(p, str):
+            name, opts = p, {}
+        else:
+            raise InvalidArgument("providers[%d] is %r: expected a provider name or a "
+                                  "(name, options dict) tuple" % (i, p))
+        if provider_options is not None:
+            opts.update(provider_options[i] or {})
+        out.append((name, opts))
+    return out
+
+
+def _type_matches(value: Any, t: Optional[ir.TypeInfo]) -> Optional[str]:
+    """None when value fits type t, else a description of what was given."""
+    if t is None:
+        return None
+    if t.kind == "optional":
+        return None if value is None else _type_matches(value, t.elem)
+    if t.kind == "sequence":
+        if not isinstance(value, list):
+            return "a %s" % type(value).__name__
+        for v in value:
+            bad = _type_matches(v, t.elem)
+            if bad:
+                return "a sequence holding %s" % bad
+        return None
+    if t.kind == "map":
+        return None if isinstance(value, dict) else "a %s" % type(value).__name__
+    if not isinstance(value, np.ndarray):
+        return "a %s" % type(value).__name__
+    if t.elem_type:
+        try:
+            got = dtypes.from_numpy(value.dtype)
+        except KeyError:
+            return "tensor of numpy dtype %s" % value.dtype
+        if got != t.elem_type:
+            return dtypes.ort_type_string(got)
+    return None
+
+
+class InferenceSession:
+    """Runs an ONNX (or .oxe) model; the same API as `onnxruntime.InferenceSession`."""
+
+    def __init__(self, path_or_bytes: ModelSource, sess_options: Optional[SessionOptions] = None,
+                 providers: Optional[Sequence[Any]] = None,
+                 provider_options: Optional[Sequence[Dict[str, Any]]] = None, **kwargs: Any):
+        self._sess_options = sess_options or SessionOptions()
+        opts = self._sess_options
+        log.setLevel(_SEVERITY.get(int(opts.log_severity_level), logging.WARNING))
+        if opts.intra_op_num_threads and opts.intra_op_num_threads > 0:
+            set_blas_threads(int(opts.intra_op_num_threads))
+        self._model = load(path_or_bytes)
+        self._model_path = path_or_bytes if isinstance(path_or_bytes, (str, os.PathLike)) else None
+        graph = self._model.graph
+        checker.check_graph(graph)
+        self._optimize(opts)
+        self._providers = self._create_providers(_normalize_providers(providers, provider_options))
+        self._functions = {(f.domain, f.name): f for f in self._model.functions}
+        opsets = dict(self._model.opset_imports)
+        executor.check_supported(graph.nodes, opsets, self._functions)
+        self._runner_for_subgraphs = executor.GraphRunner(ir.Graph(), opsets, self._functions)
+        outputs = [o.name for o in graph.outputs]
+        free = executor.last_uses(graph.nodes, outputs)
+        self._ctx = CompileContext(opsets, {i: f for i, f in enumerate(free)}, self._functions,
+                                   self._runner_for_subgraphs._run_child)
+        self._plan: Plan = build_plan(graph, self._providers, self._ctx)
+        self._inputs = [NodeArg(v.name, v.type) for v in graph.inputs if v.name not in graph.initializers]
+        self._overridable = [NodeArg(v.name, v.type) for v in graph.inputs if v.name in graph.initializers]
+        self._outputs = [NodeArg(v.name, v.type) for v in graph.outputs]
+        self._input_types = {v.name: v.type for v in graph.inputs}
+        self._required = set(self._required_inputs(graph))
+        self._initializers = {}
+        for name, value in graph.initializers.items():
+            if isinstance(value, np.ndarray):
+                value = value.view()
+                value.flags.writeable = False   # kernels must never write into their inputs
+            self._initializers[name] = value
+        self._output_names = outputs
+
+    # ------------------------------------------------------------------ construction helpers
+
+    def _optimize(self, opts: SessionOptions) -> None:
+        level = int(opts.graph_optimization_level)
+        if level not in {int(x) for x in GraphOptimizationLevel}:
+            raise InvalidArgument("graph_optimization_level %r is not one of %s"
+                                  % (level, [x.name for x in GraphOptimizationLevel]))
+        if opts.optimized_model_filepath:
+            raise NotImplemented(
+                "SessionOptions.optimized_model_filepath (%r): writing the optimized model needs "
+                "the .oxe writer and the graph optimizer, which this build does not have yet"
+                % opts.optimized_model_filepath)
+
+    @staticmethod
+    def _create_providers(requested: List[Tuple[str, Dict[str, Any]]]) -> List[ExecutionProvider]:
+        classes = discovery.provider_classes()
+        out: List[ExecutionProvider] = []
+        for name, opts in requested:
+            if name not in classes:
+                raise InvalidArgument("unknown execution provider %r; this build knows %s"
+                                      % (name, sorted(classes)))
+            if any(p.name == name for p in out):
+                continue
+            if not classes[name].is_available():
+                log.warning("%s is not available on this machine; falling back to the others", name)
+                continue
+            out.append(discovery.create(name, opts))
+        if not any(p.name == "CPUExecutionProvider" for p in out):
+            out.append(discovery.create("CPUExecutionProvider", {}))
+        return out
+
+    @staticmethod
+    def _required_inputs(graph: ir.Graph) -> List[str]:
+        return [v.name for v in graph.inputs
+                if v.name not in graph.initializers
+                and not (v.type is not None and v.type.kind == "optional")]
+
+    # ---------------------------------------------------------------------------- the API
+
+    def get_inputs(self) -> List[NodeArg]:
+        """The inputs a caller feeds (initializers excluded)."""
+        return list(self._inputs)
+
+    def get_outputs(self) -> List[NodeArg]:
+        """The model's outputs."""
+        return list(self._outputs)
+
+    def get_overridable_initializers(self) -> List[NodeArg]:
+        """Initializers that are also graph inputs, which a feed may replace."""
+        return list(self._overridable)
+
+    def get_modelmeta(self) -> ModelMetadata:
+        """The model's metadata."""
+        return ModelMetadata(self._model)
+
+    def get_providers(self) -> List[str]:
+        """Names of the providers registered for this session, in priority order."""
+        return [p.name for p in self._providers]
+
+    def get_provider_options(self) -> Dict[str, Dict[str, Any]]:
+        """Each provider's options."""
+        return {p.name: dict(p.options) for p in self._providers}
+
+    def get_session_options(self) -> SessionOptions:
+        """The SessionOptions this session was created with."""
+        return self._sess_options
+
+    def partition_report(self) -> List[Dict[str, Any]]:
+        """Which provider runs each node, and why earlier providers passed it over."""
+        nodes = self._model.graph.nodes
+        return [{"node": nodes[a.node_index].name or nodes[a.node_index].outputs[0],
+                 "op_type": nodes[a.node_index].op_type,
+                 "domain": nodes[a.node_index].domain or "ai.onnx",
+                 "provider": a.provider, "fallback_reasons": dict(a.fallback_reasons)}
+                for a in self._plan.assignments]
+
+    @property
+    def model(self) -> ir.Model:
+        """The IR of the loaded model."""
+        return self._model
+
+    def run(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
+            run_options: Optional[RunOptions] = None) -> List[Any]:
+        """Run the model; returns the requested outputs (all when output_names is None/empty)."""
+        names = self._check_output_names(output_names)
+        if run_options is not None and run_options.terminate:
+            raise InvalidArgument("run_options.terminate is set: the run was cancelled")
+        env = dict(self._initializers)
+        fed_ids = set()
+        for name, value in self._check_feeds(input_feed).items():
+            env[name] = value
+            fed_ids.add(id(value))
+        for step in self._plan.steps:
+            step.run(env)
+        try:
+            outs = [env[name] for name in names]
+        except KeyError as e:
+            raise InvalidGraph("output %s was not produced by the model" % e) from None
+        return [self._own(o, fed_ids) for o in outs]
+
+    def _check_output_names(self, output_names: Optional[Sequence[str]]) -> List[str]:
+        if not output_names:
+            return list(self._output_names)
+        if isinstance(output_names, str):
+            raise InvalidArgument("output_names must be a list of names, not the string %r"
+                                  % output_names)
+        for name in output_names:
+            if name not in self._output_names:
+                raise InvalidArgument("%r is not an output of this model; its outputs are %s"
+                                      % (name, self._output_names))
+        return list(output_names)
+
+    def _check_feeds(self, input_feed: Dict[str, Any]) -> Dict[str, Any]:
+        if not isinstance(input_feed, dict):
+            raise InvalidArgument("input_feed must be a dict of input name -> numpy array, not %s"
+                                  % type(input_feed).__name__)
+        feeds: Dict[str, Any] = {}
+        for name, value in input_feed.items():
+            if name not in self._input_types:
+                raise InvalidArgument("%r is not an input of this model; its inputs are %s"
+                                      % (name, [a.name for a in self._inputs]))
+            feeds[name] = self._check_value(name, value, self._input_types[name])
+        missing = [n for n in self._required if n not in feeds]
+        if missing:
+            raise InvalidArgument("missing input(s) %s; the model needs %s"
+                                  % (sorted(missing), [a.name for a in self._inputs]))
+        return feeds
+
+    @staticmethod
+    def _check_value(name: str, value: Any, t: Optional[ir.TypeInfo]) -> Any:
+        is_tensor = t is None or t.kind == "tensor"
+        if is_tensor and not isinstance(value, np.ndarray):
+            if isinstance(value, (list, tuple, int, float, bool, np.generic)):
+                value = np.asarray(value)
+            else:
+                raise InvalidArgument("input %r: got a %s, expected a numpy array"
+                                      % (name, type(value).__name__))
+        if isinstance(value, np.ndarray) and value.dtype.kind in "US":
+            value = value.astype(object)
+        bad = _type_matches(value, t)
+        if bad:
+            raise InvalidArgument("input %r: got %s, expected %s" % (name, bad, t.ort_string()))
+        if is_tensor and t is not None and t.shape is not None:
+            if value.ndim != len(t.shape):
+                raise InvalidArgument("input %r: got rank %d (shape %s), expected rank %d (shape %s)"
+                                      % (name, value.ndim, list(value.shape), len(t.shape), t.shape))
+            for axis, (got, want) in enumerate(zip(value.shape, t.shape)):
+                if isinstance(want, int) and want > 0 and got != want:
+                    raise InvalidArgument("input %r: dimension %d is %d, the model expects %d "
+                                          "(shape %s, got %s)" % (name, axis, got, want, t.shape,
+                                                                  list(value.shape)))
+        if isinstance(value, np.ndarray):
+            value = value.view()
+            value.flags.writeable = False
+        return value
+
+    @staticmethod
+    def _own(value: Any, fed_ids: set) -> Any:
+        """Outputs never alias read-only initializers or the caller's inputs."""
+        if isinstance(value, np.ndarray):
+            if not value.flags.writeable or id(value) in fed_ids or id(value.base) in fed_ids:
+                return value.copy()
+            return value
+        if isinstance(value, list):
+            return [InferenceSession._own(v, fed_ids) for v in value]
+        return value
+
+
+def get_available_providers() -> List[str]:
+    """Providers that can run on this machine, in priority order (CPU last)."""
+    return discovery.available_providers()
+
+
+def get_all_providers() -> List[str]:
+    """Every provider name this build knows, available here or not."""
+    return sorted(discovery.provider_classes())
+
+
+def get_device() -> str:
+    """The default device, as onnxruntime reports it."""
+    return "CPU"
+
+
+__all__ = ["InferenceSession", "SessionOptions", "RunOptions", "GraphOptimizationLevel",
+           "ExecutionMode", "NodeArg", "ModelMetadata", "get_available_providers",
+           "get_all_providers", "get_device"]

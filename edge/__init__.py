@@ -1,0 +1,1 @@
+"""onnxedge.edge: see DESIGN.md; filled in by its own issue."""

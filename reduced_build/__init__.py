@@ -1,0 +1,1 @@
+"""onnxedge.reduced_build: see DESIGN.md; filled in by its own issue."""

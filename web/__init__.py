@@ -1,0 +1,1 @@
+"""onnxedge.web: see DESIGN.md; filled in by its own issue."""
