@@ -1,0 +1,236 @@
+"""The `onnxedge` command line: `run` and `inspect`, plus subcommands that plug-ins register.
+
+Packages outside the core add subcommands through the entry-point group `onnxedge.commands`:
+the entry point names a function that receives argparse's subparsers object, adds its parser and
+sets `func` on it (a function taking the parsed arguments and returning an exit code).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import dtypes, ir
+from .errors import InvalidArgument, OnnxEdgeError
+
+COMMAND_GROUP = "onnxedge.commands"
+
+
+def _parse_providers(text: Optional[str]) -> Optional[List[str]]:
+    return [p.strip() for p in text.split(",") if p.strip()] if text else None
+
+
+def _parse_dims(items: Sequence[str]) -> Dict[str, int]:
+    dims = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not value.lstrip("-").isdigit():
+            raise InvalidArgument("--dim %r: expected NAME=INT, e.g. --dim batch=4" % item)
+        dims[name] = int(value)
+    return dims
+
+
+def random_input(arg: Any, dims: Dict[str, int], rng: np.random.RandomState) -> np.ndarray:
+    """A random tensor for a NodeArg; symbolic dims come from `dims` or default to 1."""
+    shape = []
+    for d in arg.shape:
+        if isinstance(d, int) and d >= 0:
+            shape.append(d)
+        elif isinstance(d, str) and d in dims:
+            shape.append(dims[d])
+        else:
+            shape.append(1)
+    type_str = arg.type
+    if not type_str.startswith("tensor("):
+        raise InvalidArgument("input %r has type %s: give it with --input, random values are made "
+                              "only for tensors" % (arg.name, type_str))
+    elem = type_str[len("tensor("):-1]
+    code = next(d.code for d in dtypes.BY_CODE.values() if d.ort_name == elem)
+    np_type = dtypes.to_numpy(code)
+    if np_type.kind == "f":
+        return rng.standard_normal(shape).astype(np_type)
+    if np_type.kind in "iu":
+        return rng.randint(0, 10, size=shape).astype(np_type)
+    if np_type.kind == "b":
+        return rng.randint(0, 2, size=shape).astype(bool)
+    if np_type.kind == "O":
+        out = np.empty(shape, dtype=object)
+        out[...] = "text"
+        return out
+    return rng.standard_normal(shape).astype(np_type)
+
+
+def _load_inputs(items: Sequence[str]) -> Dict[str, np.ndarray]:
+    feeds = {}
+    for item in items or ():
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise InvalidArgument("--input %r: expected NAME=FILE.npy" % item)
+        if not os.path.isfile(path):
+            raise InvalidArgument("--input %s: file %s does not exist" % (name, path))
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as e:
+            raise InvalidArgument("--input %s: %s is not a .npy file (%s)" % (name, path, e)) from None
+    return feeds
+
+
+def _print_value(name: str, value: Any, out) -> None:
+    if isinstance(value, np.ndarray):
+        print("%s: %s %s" % (name, value.dtype, list(value.shape)), file=out)
+        with np.printoptions(threshold=20, edgeitems=3, precision=5, suppress=True):
+            print("  " + np.array2string(value, prefix="  "), file=out)
+        if value.dtype.kind == "f" and value.ndim >= 1 and value.size > 1:
+            flat = value.reshape(value.shape[0], -1) if value.ndim > 1 else value[None]
+            print("  argmax per row: %s" % flat.argmax(axis=-1).tolist()[:10], file=out)
+    elif isinstance(value, list):
+        print("%s: sequence of %d" % (name, len(value)), file=out)
+    else:
+        print("%s: %r" % (name, value), file=out)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a model on given (or random) inputs and print its outputs."""
+    from .session import InferenceSession, SessionOptions
+    opts = SessionOptions()
+    opts.intra_op_num_threads = args.threads
+    sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
+    feeds = _load_inputs(args.input)
+    dims = _parse_dims(args.dim)
+    rng = np.random.RandomState(args.seed)
+    for arg in sess.get_inputs():
+        if arg.name not in feeds:
+            feeds[arg.name] = random_input(arg, dims, rng)
+            print("input %s: random %s %s" % (arg.name, feeds[arg.name].dtype,
+                                              list(feeds[arg.name].shape)))
+    times = []
+    outputs: List[Any] = []
+    for _ in range(max(1, args.repeat)):
+        t0 = time.perf_counter()
+        outputs = sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    for arg, value in zip(sess.get_outputs(), outputs):
+        _print_value(arg.name, value, sys.stdout)
+        if args.output_dir:
+            os.makedirs(args.output_dir, exist_ok=True)
+            if isinstance(value, np.ndarray):
+                np.save(os.path.join(args.output_dir, arg.name.replace("/", "_") + ".npy"), value)
+    print("providers: %s" % ", ".join(sess.get_providers()))
+    print("latency: median %.3f ms over %d run(s)" % (1000 * float(np.median(times)), len(times)))
+    return 0
+
+
+def _shape_text(arg: Any) -> str:
+    return "[" + ", ".join(str(d) if d is not None else "?" for d in arg.shape) + "]"
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Print a model's inputs, outputs, opsets, op histogram and partition."""
+    from .session import InferenceSession
+    sess = InferenceSession(args.model, providers=_parse_providers(args.providers))
+    model: ir.Model = sess.model
+    meta = sess.get_modelmeta()
+    print("model: %s" % args.model)
+    print("producer: %s %s, ir_version %d, graph %r" % (model.producer_name,
+                                                        model.producer_version, model.ir_version,
+                                                        meta.graph_name))
+    print("opsets: " + ", ".join("%s %d" % (d or "ai.onnx", v)
+                                 for d, v in sorted(model.opset_imports.items())))
+    print("inputs:")
+    for a in sess.get_inputs():
+        print("  %-24s %-18s %s" % (a.name, a.type, _shape_text(a)))
+    print("outputs:")
+    for a in sess.get_outputs():
+        print("  %-24s %-18s %s" % (a.name, a.type, _shape_text(a)))
+    hist = collections.Counter(
+        ("%s.%s" % (n.domain, n.op_type)) if n.domain else n.op_type for n in model.graph.nodes)
+    n_params = sum(int(v.size) for v in model.graph.initializers.values() if isinstance(v, np.ndarray))
+    print("nodes: %d, initializers: %d (%d values)" % (len(model.graph.nodes),
+                                                       len(model.graph.initializers), n_params))
+    print("op histogram:")
+    for op, count in hist.most_common():
+        print("  %-28s %d" % (op, count))
+    report = sess.partition_report()
+    by_provider = collections.Counter(r["provider"] for r in report)
+    print("partition (providers: %s):" % ", ".join(sess.get_providers()))
+    for prov, count in by_provider.items():
+        print("  %-28s %d nodes" % (prov, count))
+    if args.verbose:
+        for r in report:
+            line = "  %-32s %-20s -> %s" % (r["node"], r["op_type"], r["provider"])
+            if r["fallback_reasons"]:
+                line += "   (" + "; ".join("%s: %s" % kv for kv in r["fallback_reasons"].items()) + ")"
+            print(line)
+    else:
+        for r in report:
+            if r["fallback_reasons"]:
+                print("  fell back: %s (%s) -> %s: %s" % (
+                    r["node"], r["op_type"], r["provider"],
+                    "; ".join("%s: %s" % kv for kv in r["fallback_reasons"].items())))
+    return 0
+
+
+def _plugin_commands() -> list:
+    from .providers.discovery import _entry_points
+    return _entry_points(COMMAND_GROUP)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser, with plug-in subcommands added."""
+    parser = argparse.ArgumentParser(prog="onnxedge", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run a model and print its outputs")
+    p.add_argument("model", help="path to a .onnx model")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeatable); others get random values")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=INT",
+                   help="size of a symbolic dimension for random inputs (default 1)")
+    p.add_argument("--providers", help="comma-separated execution providers, in priority order")
+    p.add_argument("--repeat", type=int, default=1, help="run this many times and report latency")
+    p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads (0 = default)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--output-dir", "-o", help="also save each output as NAME.npy here")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("inspect", help="print inputs, outputs, opsets, op histogram and partition")
+    p.add_argument("model", help="path to a .onnx model")
+    p.add_argument("--providers", help="comma-separated execution providers, in priority order")
+    p.add_argument("--verbose", "-v", action="store_true", help="list the provider of every node")
+    p.set_defaults(func=cmd_inspect)
+
+    for ep in _plugin_commands():
+        try:
+            register = ep.load()
+            register(sub)
+        except Exception as e:  # a broken plug-in must not break the CLI
+            print("onnxedge: subcommand %s could not be loaded: %s" % (ep.name, e), file=sys.stderr)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the `onnxedge` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from . import __version__
+        print("onnxedge %s" % __version__)
+        return 0
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except OnnxEdgeError as e:
+        print("onnxedge %s: %s: %s" % (args.command, type(e).__name__, e), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
