@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import checker, dtypes, executor, ir
-from .errors import InvalidArgument, InvalidGraph, NoModel, NotImplemented
+from .errors import InvalidArgument, InvalidGraph, NoModel
 from .partition import Plan, build_plan
 from .providers import discovery
 from .providers.base import CompileContext, ExecutionProvider
@@ -210,15 +210,18 @@ class InferenceSession:
     # ------------------------------------------------------------------ construction helpers
 
     def _optimize(self, opts: SessionOptions) -> None:
+        """Check the optimization level and write the model when optimized_model_filepath is set.
+
+        No rewriting pass exists yet at any level, so the written model is the loaded one
+        (topologically sorted).
+        """
         level = int(opts.graph_optimization_level)
         if level not in {int(x) for x in GraphOptimizationLevel}:
             raise InvalidArgument("graph_optimization_level %r is not one of %s"
                                   % (level, [x.name for x in GraphOptimizationLevel]))
         if opts.optimized_model_filepath:
-            raise NotImplemented(
-                "SessionOptions.optimized_model_filepath (%r): writing the optimized model needs "
-                "the .oxe writer and the graph optimizer, which this build does not have yet"
-                % opts.optimized_model_filepath)
+            from . import model_io
+            model_io.save(self._model, opts.optimized_model_filepath)
 
     @staticmethod
     def _create_providers(requested: List[Tuple[str, Dict[str, Any]]]) -> List[ExecutionProvider]:

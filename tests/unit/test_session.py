@@ -220,3 +220,16 @@ def test_intermediates_are_released_after_last_use():
     free = executor.last_uses(sess.model.graph.nodes, ["y"])
     assert free == [["x"], [], ["a", "b"], ["c"]]
     np.testing.assert_array_equal(sess.run(None, {"x": np.array([-1, 3], np.float32)})[0], [0, 6])
+
+
+def test_optimized_model_filepath_writes_a_loadable_model(tmp_path):
+    data, weights = _mlp_bytes()
+    opts = onnxedge.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "out.onnx")
+    onnxedge.InferenceSession(data, opts)
+    x = np.random.RandomState(2).standard_normal((2, 4)).astype(np.float32)
+    again = onnxedge.InferenceSession(str(tmp_path / "out.onnx"))
+    np.testing.assert_allclose(again.run(["y"], {"x": x})[0], _reference(x, *weights)[0], rtol=1e-5, atol=1e-6)
+    opts.optimized_model_filepath = str(tmp_path / "out.oxe")
+    with pytest.raises(onnxedge.NotImplemented, match=r"\.oxe format"):
+        onnxedge.InferenceSession(data, opts)
