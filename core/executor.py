@@ -22,20 +22,8 @@ def node_reads(node: ir.Node) -> List[str]:
     """Every value a node reads: its inputs and what its subgraphs take from outer scopes."""
     reads = [n for n in node.inputs if n]
     for _, sub in node.subgraphs():
-        reads.extend(_outer_refs(sub))
+        reads.extend(sub.outer_references())
     return reads
-
-
-_OUTER_CACHE: Dict[int, List[str]] = {}
-
-
-def _outer_refs(graph: ir.Graph) -> List[str]:
-    key = id(graph)
-    refs = _OUTER_CACHE.get(key)
-    if refs is None:
-        refs = graph.outer_references()
-        _OUTER_CACHE[key] = refs
-    return refs
 
 
 def last_uses(nodes: Sequence[ir.Node], keep: Iterable[str]) -> List[List[str]]:
@@ -199,7 +187,7 @@ class GraphRunner:
         self.functions = functions or {}
         self.output_names = [o.name for o in graph.outputs]
         self.input_names = [i.name for i in graph.inputs]
-        self.outer = _outer_refs(graph)
+        self.outer = graph.outer_references()
         free = last_uses(graph.nodes, self.output_names)
         self.steps = [compile_node(n, opsets, f, self.functions) for n, f in zip(graph.nodes, free)]
         self._children: Dict[int, GraphRunner] = {}
