@@ -53,7 +53,7 @@ conformance-report: setup  ## regenerate docs/CONFORMANCE.md (onnxedge vs onnxru
 demo: setup  ## run the default model (the MLP) through the CLI
 	$(PY) demo/make_models.py
 	$(VENV)/bin/onnxedge inspect demo/models/mlp.onnx
-	$(VENV)/bin/onnxedge run demo/models/mlp.onnx --input input=demo/models/input.npy --repeat 20
+	$(VENV)/bin/onnxedge run demo/models/mlp.onnx --input input=demo/models/mlp_input.npy --repeat 20
 
 bench: setup  ## benchmarks vs onnxruntime: JSON + PNG in benchmarks/results/
 	$(PY) benchmarks/run.py

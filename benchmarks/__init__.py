@@ -1,0 +1,1 @@
+"""Benchmark models and the onnxedge-vs-onnxruntime benchmark runner."""
