@@ -73,10 +73,10 @@ def widen(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32) if is_narrow_float(x.dtype) else x
 
 
-# erf: piecewise polynomials on [0, 1), [1, 2), ... fitted on first use against math.erf at
-# Chebyshev nodes; the first piece is fitted as erf(x)/x so that tiny |x| keeps full relative
-# accuracy. (width, end, degree): f32 errors < 1e-9 before rounding, f64 about 2e-15.
-_ERF_PLANS = {"f32": (1.0, 4.0, 9), "f64": (1.0, 6.0, 15)}
+# float64 erf: piecewise polynomials on [0, 1), [1, 2), ... fitted on first use against math.erf
+# at Chebyshev nodes; the first piece is fitted as erf(x)/x so that tiny |x| keeps full relative
+# accuracy. (width, end, degree): about 2e-15.
+_ERF_PLANS = {"f64": (1.0, 6.0, 15)}
 _ERF_TABLES: dict = {}
 
 
@@ -97,16 +97,46 @@ def _erf_table(kind: str) -> np.ndarray:
     return table
 
 
+# float32 erf: the rational approximation Eigen and XLA use (odd numerator of degree 13 over an
+# even denominator of degree 8 on [-4, 4]); a few ulp, ~10x faster than the polynomial pieces.
+_ERF32_P = [np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+                                    -5.69250639462346e-05, -7.34990630326855e-04,
+                                    -2.95459980854025e-03, -1.60960333262415e-02)]
+_ERF32_Q = [np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                                    -7.37332916720468e-03, -1.42647390514189e-02)]
+
+
+def _erf_float32(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, np.float32(-4), np.float32(4))
+    x2 = x * x
+    p = x2 * _ERF32_P[0]
+    p += _ERF32_P[1]
+    for c in _ERF32_P[2:]:
+        p *= x2
+        p += c
+    p *= x
+    q = x2 * _ERF32_Q[0]
+    q += _ERF32_Q[1]
+    for c in _ERF32_Q[2:]:
+        q *= x2
+        q += c
+    p /= q
+    np.clip(p, np.float32(-1), np.float32(1), out=p)
+    return p
+
+
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function, elementwise, in numpy alone; the result has x's dtype.
 
-    Relative error < 1e-7 for float32 (correctly rounded nearly everywhere), ~2e-15 for float64.
+    float64: piecewise polynomials, ~2e-15 relative. float32 (and narrower floats, computed in
+    float32): Eigen's rational approximation, within 1e-6 relative like onnxruntime's own.
     """
     x = np.asarray(x)
-    kind = "f64" if x.dtype == np.float64 else "f32"
-    width, end, _ = _ERF_PLANS[kind]
-    table = _erf_table(kind)
-    a = np.abs(x.astype(np.float64).ravel())
+    if x.dtype != np.float64:
+        return _erf_float32(x.astype(np.float32, copy=False)).astype(x.dtype, copy=False)
+    width, end, _ = _ERF_PLANS["f64"]
+    table = _erf_table("f64")
+    a = np.abs(x.ravel())
     y = np.ones_like(a)
     with np.errstate(invalid="ignore"):
         piece = np.floor(a * (1.0 / width))
@@ -125,7 +155,7 @@ def erf(x: np.ndarray) -> np.ndarray:
         y[sel] = r
     y[np.isnan(a)] = np.nan
     np.copysign(y, x.ravel(), out=y)
-    return y.reshape(x.shape).astype(x.dtype, copy=False)
+    return y.reshape(x.shape)
 
 
 # --- per-spatial-axis attributes of Conv/pool-like ops (kernel_shape, strides, pads, auto_pad)
