@@ -1,0 +1,328 @@
+"""Pooling: MaxPool, AveragePool, LpPool, their Global forms, MaxUnpool and MaxRoiPool.
+
+Windows are reduced one spatial axis at a time (max and sums are separable), each axis as a short
+loop over its kernel taps of strided slices, so the Python work is sum(kernel), not prod(kernel).
+Output sizes, automatic and ceil-mode padding follow onnxruntime.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import InvalidArgument
+from ._util import auto_pad_mode, pads_attr, spatial_attr
+from .registry import register
+
+
+def pool_geometry(op: str, in_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                  dilations: Sequence[int], pads: Optional[Sequence[int]], auto_pad: str,
+                  ceil_mode: int) -> Tuple[List[int], List[int], List[int]]:
+    """(pad begins, pad ends, output sizes) of a pooling window, as onnxruntime computes them."""
+    nd = len(in_shape)
+    begins, ends = pads_attr(op, pads, nd)
+    out = []
+    for i in range(nd):
+        n, k, s, d = in_shape[i], kernel[i], strides[i], dilations[i]
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            # onnxruntime sizes SAME padding from the undilated kernel
+            needed = max(0, (-(-n // s) - 1) * s + k - n)
+            head = needed // 2 if auto_pad == "SAME_UPPER" else (needed + 1) // 2
+            begins[i], ends[i] = head, needed - head
+        elif auto_pad == "VALID":
+            begins[i], ends[i] = 0, 0
+        span = n + begins[i] + ends[i] - d * (k - 1) - 1
+        if span < 0:
+            raise InvalidArgument("%s: spatial axis %d of size %d (pads %d+%d) is smaller than "
+                                  "the dilated kernel %d" % (op, i, n, begins[i], ends[i],
+                                                             d * (k - 1) + 1))
+        size = span // s + 1
+        if ceil_mode and auto_pad == "NOTSET":
+            size = -(-span // s) + 1
+            if (size - 1) * s >= n + begins[i]:   # the last window must start inside the input
+                size -= 1
+        out.append(size)
+    return begins, ends, out
+
+
+class _Pool:
+    """Checked attributes and geometry of one pooling call."""
+
+    def __init__(self, op: str, X: np.ndarray, kernel_shape: Optional[Sequence[int]],
+                 strides: Optional[Sequence[int]], dilations: Optional[Sequence[int]],
+                 pads: Optional[Sequence[int]], auto_pad: str, ceil_mode: int) -> None:
+        if X.ndim < 3:
+            raise InvalidArgument("%s: input X must have rank >= 3 (N, C, spatial...), got shape %s"
+                                  % (op, X.shape))
+        nd = X.ndim - 2
+        if kernel_shape is None or len(kernel_shape) != nd:
+            raise InvalidArgument("%s: attribute kernel_shape must have %d values, got %s"
+                                  % (op, nd, kernel_shape))
+        self.kernel = spatial_attr(op, "kernel_shape", kernel_shape, nd, 1, 1)
+        self.strides = spatial_attr(op, "strides", strides, nd, 1, 1)
+        self.dilations = spatial_attr(op, "dilations", dilations, nd, 1, 1)
+        self.begins, self.ends, self.out = pool_geometry(
+            op, X.shape[2:], self.kernel, self.strides, self.dilations, pads,
+            auto_pad_mode(op, auto_pad), int(ceil_mode))
+        # the padded input must hold every window, ceil-mode ones included
+        self.need = [(o - 1) * s + (k - 1) * d + 1
+                     for o, s, k, d in zip(self.out, self.strides, self.kernel, self.dilations)]
+
+    def padded(self, X: np.ndarray, value: Any) -> np.ndarray:
+        """X padded with `value` to cover every window."""
+        extra = [max(0, need - b - n) for need, b, n in zip(self.need, self.begins, X.shape[2:])]
+        if not any(self.begins) and not any(extra):
+            return X
+        shape = X.shape[:2] + tuple(b + n + e for b, n, e in zip(self.begins, X.shape[2:], extra))
+        out = np.full(shape, value, dtype=X.dtype)
+        out[(Ellipsis,) + tuple(slice(b, b + n) for b, n in zip(self.begins, X.shape[2:]))] = X
+        return out
+
+    def reduce(self, xp: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+        """Reduce every window of the padded input with `ufunc` (np.maximum or np.add)."""
+        y = xp
+        for axis in range(len(self.kernel)):
+            k, s, d, o = self.kernel[axis], self.strides[axis], self.dilations[axis], self.out[axis]
+            pre = (slice(None),) * (axis + 2)
+            taps = [y[pre + (slice(j * d, j * d + (o - 1) * s + 1, s),)] for j in range(k)]
+            acc = taps[0].copy()
+            for t in taps[1:]:
+                ufunc(acc, t, out=acc)
+            y = acc
+        return y
+
+    def counts(self, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
+        """How many window taps fall inside the input (or its explicit pads) per output."""
+        total = np.ones((), dtype=np.float64)
+        for axis in range(len(self.kernel)):
+            k, s, d, o = self.kernel[axis], self.strides[axis], self.dilations[axis], self.out[axis]
+            lo, hi = (-self.begins[axis], in_shape[axis] + self.ends[axis]) if include_pad \
+                else (0, in_shape[axis])
+            pos = np.arange(o)[:, None] * s - self.begins[axis] + np.arange(k)[None, :] * d
+            c = ((pos >= lo) & (pos < hi)).sum(axis=1).astype(np.float64)
+            total = np.multiply.outer(total, c)
+        return total
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    if dtype.kind == "f":
+        return -np.inf
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).min
+    if dtype.kind == "b":
+        return False
+    return np.finfo(np.float32).min
+
+
+@register("MaxPool", since=1)
+def max_pool(ctx: Any, X: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0,
+             dilations: Optional[List[int]] = None, kernel_shape: Optional[List[int]] = None,
+             pads: Optional[List[int]] = None, storage_order: int = 0,
+             strides: Optional[List[int]] = None) -> Any:
+    """MaxPool: window maxima, and the flat input index of each maximum when Indices is wanted."""
+    op = "MaxPool"
+    geo = _Pool(op, X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    xp = geo.padded(X, _lowest(X.dtype))
+    wants_indices = ctx is not None and ctx.num_outputs > 1 and ctx.outputs_wanted[1]
+    if not wants_indices:
+        y = geo.reduce(xp, np.maximum)
+        return (y, None) if ctx is not None and ctx.num_outputs > 1 else y
+    return _max_pool_indices(X, xp, geo, int(storage_order))
+
+
+def _max_pool_indices(X: np.ndarray, xp: np.ndarray, geo: _Pool,
+                      storage_order: int) -> Tuple[np.ndarray, np.ndarray]:
+    """MaxPool with Indices: a loop over all kernel taps keeping the first maximum."""
+    N, C = X.shape[:2]
+    sp = X.shape[2:]
+    nd = len(sp)
+    best = None
+    best_tap = np.zeros((N, C) + tuple(geo.out), dtype=np.int64)
+    taps_list = list(itertools.product(*[range(k) for k in geo.kernel]))
+    for t, taps in enumerate(taps_list):
+        sl = xp[(slice(None), slice(None)) + tuple(
+            slice(j * d, j * d + (o - 1) * s + 1, s)
+            for j, d, o, s in zip(taps, geo.dilations, geo.out, geo.strides))]
+        if best is None:
+            best = sl.copy()
+            continue
+        better = sl > best
+        np.copyto(best, sl, where=better)
+        np.copyto(best_tap, t, where=better)
+    taps_arr = np.asarray(taps_list, dtype=np.int64).reshape(-1, nd)
+    coords = []
+    for axis in range(nd):
+        shape = [1] * nd
+        shape[axis] = geo.out[axis]
+        start = (np.arange(geo.out[axis], dtype=np.int64) * geo.strides[axis]
+                 - geo.begins[axis]).reshape(shape)
+        coords.append(start + taps_arr[best_tap, axis] * geo.dilations[axis])
+    order = range(nd) if storage_order == 0 else reversed(range(nd))
+    flat = np.zeros_like(best_tap)
+    for axis in order:
+        flat = flat * sp[axis] + coords[axis]
+    base = (np.arange(N * C, dtype=np.int64) * int(np.prod(sp))).reshape((N, C) + (1,) * nd)
+    return best, flat + base
+
+
+@register("AveragePool", since=1)
+def average_pool(X: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0,
+                 count_include_pad: int = 0, dilations: Optional[List[int]] = None,
+                 kernel_shape: Optional[List[int]] = None, pads: Optional[List[int]] = None,
+                 strides: Optional[List[int]] = None) -> np.ndarray:
+    """AveragePool: window means, counting padding only when count_include_pad is set."""
+    op = "AveragePool"
+    geo = _Pool(op, X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    dt = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    s = geo.reduce(geo.padded(X.astype(dt, copy=False), 0), np.add)
+    s /= geo.counts(X.shape[2:], bool(count_include_pad)).astype(dt)
+    return s.astype(X.dtype, copy=False)
+
+
+def _lp_power(x: np.ndarray, p: float) -> np.ndarray:
+    if p == 2:
+        return x * x
+    if p == 1:
+        return np.abs(x)
+    return np.abs(x) ** x.dtype.type(p)
+
+
+def _lp_root(s: np.ndarray, p: float) -> np.ndarray:
+    if p == 2:
+        return np.sqrt(s)
+    if p == 1:
+        return s
+    return s ** s.dtype.type(1.0 / p)
+
+
+def _check_p(op: str, p: Any) -> float:
+    pv = float(p)
+    if not pv > 0 or math.isinf(pv):
+        raise InvalidArgument("%s: p must be a positive number, got %r" % (op, p))
+    return pv
+
+
+@register("LpPool", since=1)
+def lp_pool(X: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0,
+            dilations: Optional[List[int]] = None, kernel_shape: Optional[List[int]] = None,
+            p: float = 2, pads: Optional[List[int]] = None,
+            strides: Optional[List[int]] = None) -> np.ndarray:
+    """LpPool: the p-norm of every window (padding contributes zeros)."""
+    op = "LpPool"
+    pv = _check_p(op, p)
+    geo = _Pool(op, X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    dt = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    s = geo.reduce(geo.padded(_lp_power(X.astype(dt, copy=False), pv), 0), np.add)
+    return _lp_root(s, pv).astype(X.dtype, copy=False)
+
+
+def _spatial_axes(op: str, X: np.ndarray) -> Tuple[int, ...]:
+    if X.ndim < 3:
+        raise InvalidArgument("%s: input X must have rank >= 3 (N, C, spatial...), got shape %s"
+                              % (op, X.shape))
+    return tuple(range(2, X.ndim))
+
+
+@register("GlobalAveragePool", since=1)
+def global_average_pool(X: np.ndarray) -> np.ndarray:
+    """GlobalAveragePool: the mean over all spatial axes, kept as size-1 axes."""
+    axes = _spatial_axes("GlobalAveragePool", X)
+    return X.mean(axis=axes, keepdims=True).astype(X.dtype, copy=False)
+
+
+@register("GlobalMaxPool", since=1)
+def global_max_pool(X: np.ndarray) -> np.ndarray:
+    """GlobalMaxPool: the maximum over all spatial axes, kept as size-1 axes."""
+    axes = _spatial_axes("GlobalMaxPool", X)
+    return X.max(axis=axes, keepdims=True)
+
+
+@register("GlobalLpPool", since=1)
+def global_lp_pool(X: np.ndarray, p: float = 2) -> np.ndarray:
+    """GlobalLpPool: the p-norm over all spatial axes, kept as size-1 axes."""
+    op = "GlobalLpPool"
+    axes = _spatial_axes(op, X)
+    pv = _check_p(op, p)
+    dt = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    s = _lp_power(X.astype(dt, copy=False), pv).sum(axis=axes, keepdims=True)
+    return _lp_root(s, pv).astype(X.dtype, copy=False)
+
+
+@register("MaxUnpool", since=9)
+def max_unpool(X: np.ndarray, I: np.ndarray, output_shape: Optional[np.ndarray] = None,
+               kernel_shape: Optional[List[int]] = None, pads: Optional[List[int]] = None,
+               strides: Optional[List[int]] = None) -> np.ndarray:
+    """MaxUnpool: scatter X into zeros at the flat positions I (MaxPool's Indices)."""
+    op = "MaxUnpool"
+    if X.ndim < 3:
+        raise InvalidArgument("%s: input X must have rank >= 3, got shape %s" % (op, X.shape))
+    if I.shape != X.shape:
+        raise InvalidArgument("%s: indices I must have the shape of X %s, got %s"
+                              % (op, X.shape, I.shape))
+    nd = X.ndim - 2
+    if kernel_shape is None or len(kernel_shape) != nd:
+        raise InvalidArgument("%s: attribute kernel_shape must have %d values, got %s"
+                              % (op, nd, kernel_shape))
+    kernel = spatial_attr(op, "kernel_shape", kernel_shape, nd, 1, 1)
+    st = spatial_attr(op, "strides", strides, nd, 1, 1)
+    begins, ends = pads_attr(op, pads, nd)
+    inferred = list(X.shape[:2]) + [(n - 1) * s + k - b - e for n, s, k, b, e
+                                    in zip(X.shape[2:], st, kernel, begins, ends)]
+    shape = inferred
+    if output_shape is not None:
+        shape = [int(v) for v in np.asarray(output_shape).reshape(-1)]
+        if len(shape) != X.ndim or shape[:2] != list(X.shape[:2]):
+            raise InvalidArgument("%s: output_shape %s must have rank %d and start with %s"
+                                  % (op, shape, X.ndim, list(X.shape[:2])))
+    # indices address the inferred unpooled shape, which sits at the origin of a larger
+    # output_shape (as the ONNX reference does); a smaller output_shape is addressed directly
+    fits = all(o >= i for o, i in zip(shape, inferred))
+    target = inferred if fits else shape
+    size = int(np.prod(target))
+    idx = np.asarray(I, dtype=np.int64).reshape(-1)
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        raise InvalidArgument("%s: indices must lie in [0, %d) for the unpooled shape %s"
+                              % (op, size, target))
+    y = np.zeros(size, dtype=X.dtype)
+    y[idx] = X.reshape(-1)
+    y = y.reshape(target)
+    if target is shape:
+        return y
+    out = np.zeros(shape, dtype=X.dtype)
+    out[tuple(slice(0, n) for n in inferred)] = y
+    return out
+
+
+@register("MaxRoiPool", since=1)
+def max_roi_pool(X: np.ndarray, rois: np.ndarray, pooled_shape: Optional[List[int]] = None,
+                 spatial_scale: float = 1.0) -> np.ndarray:
+    """MaxRoiPool: max pooling of each region of interest into a fixed pooled_shape grid."""
+    op = "MaxRoiPool"
+    if X.ndim != 4:
+        raise InvalidArgument("%s: input X must be 4-D (N, C, H, W), got shape %s" % (op, X.shape))
+    if rois.ndim != 2 or rois.shape[1] != 5:
+        raise InvalidArgument("%s: rois must have shape (num_rois, 5), got %s" % (op, rois.shape))
+    if pooled_shape is None or len(pooled_shape) != 2:
+        raise InvalidArgument("%s: attribute pooled_shape must have 2 values, got %s"
+                              % (op, pooled_shape))
+    ph, pw = int(pooled_shape[0]), int(pooled_shape[1])
+    N, C, H, W = X.shape
+    y = np.zeros((rois.shape[0], C, ph, pw), dtype=X.dtype)
+    for r, roi in enumerate(rois.astype(np.float64)):
+        n = int(roi[0])
+        if not 0 <= n < N:
+            raise InvalidArgument("%s: roi %d has batch index %d outside [0, %d)" % (op, r, n, N))
+        x1, y1, x2, y2 = [int(math.floor(v * spatial_scale + 0.5)) for v in roi[1:]]
+        bh = max(y2 - y1 + 1, 1) / float(ph)
+        bw = max(x2 - x1 + 1, 1) / float(pw)
+        hs = np.clip(np.floor(np.arange(ph) * bh).astype(np.int64) + y1, 0, H)
+        he = np.clip(np.ceil(np.arange(1, ph + 1) * bh).astype(np.int64) + y1, 0, H)
+        ws = np.clip(np.floor(np.arange(pw) * bw).astype(np.int64) + x1, 0, W)
+        we = np.clip(np.ceil(np.arange(1, pw + 1) * bw).astype(np.int64) + x1, 0, W)
+        for i in range(ph):
+            for j in range(pw):
+                if he[i] > hs[i] and we[j] > ws[j]:
+                    y[r, :, i, j] = X[n, :, hs[i]:he[i], ws[j]:we[j]].max(axis=(1, 2))
+    return y
