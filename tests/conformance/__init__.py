@@ -1,0 +1,1 @@
+"""The ONNX backend node-suite conformance harness (see run.py and docs/CONFORMANCE.md)."""
