@@ -293,6 +293,22 @@ def _depthwise(xp: np.ndarray, W: np.ndarray, group: int, strides: List[int],
     return y.reshape((N, C * mult) + tuple(out))
 
 
+def conv_setup(op: str, x: np.ndarray, w: np.ndarray, b: Optional[np.ndarray], group: int,
+               kernel_shape: Optional[List[int]], strides: Optional[List[int]],
+               dilations: Optional[List[int]], pads: Optional[List[int]], auto_pad: str) -> tuple:
+    """Check a forward convolution's inputs and resolve its geometry.
+
+    Returns (strides, dilations, pads at the start, pads at the end, output spatial shape).
+    """
+    _check_conv_inputs(op, x, w, b, group, kernel_shape, transposed=False)
+    nd = x.ndim - 2
+    st = spatial_attr(op, "strides", strides, nd, 1, 1)
+    dl = spatial_attr(op, "dilations", dilations, nd, 1, 1)
+    begins, ends, out = conv_geometry(op, x.shape[2:], w.shape[2:], st, dl, pads,
+                                      auto_pad_mode(op, auto_pad))
+    return st, dl, begins, ends, out
+
+
 @register("Conv", since=1)
 def conv(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, auto_pad: str = "NOTSET",
          dilations: Optional[List[int]] = None, group: int = 1,
@@ -301,12 +317,8 @@ def conv(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, auto_pad:
     """Conv: N-D convolution with groups, dilations, strides, explicit or automatic padding."""
     op = "Conv"
     group = int(group)
-    _check_conv_inputs(op, X, W, B, group, kernel_shape, transposed=False)
-    nd = X.ndim - 2
-    st = spatial_attr(op, "strides", strides, nd, 1, 1)
-    dl = spatial_attr(op, "dilations", dilations, nd, 1, 1)
-    begins, ends, out = conv_geometry(op, X.shape[2:], W.shape[2:], st, dl, pads,
-                                      auto_pad_mode(op, auto_pad))
+    st, dl, begins, ends, out = conv_setup(op, X, W, B, group, kernel_shape, strides, dilations,
+                                           pads, auto_pad)
     dt = _compute_dtype(X, W)
     bias = None if B is None else B.astype(dt, copy=False)
     y = _conv_core(X.astype(dt, copy=False), W.astype(dt, copy=False), group, st, dl,
@@ -388,12 +400,8 @@ def conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: Optional[np.ndarray
     """ConvInteger: integer convolution of (x - x_zero_point) and (w - w_zero_point) into int32."""
     op = "ConvInteger"
     group = int(group)
-    _check_conv_inputs(op, x, w, None, group, kernel_shape, transposed=False)
-    nd = x.ndim - 2
-    st = spatial_attr(op, "strides", strides, nd, 1, 1)
-    dl = spatial_attr(op, "dilations", dilations, nd, 1, 1)
-    begins, ends, out = conv_geometry(op, x.shape[2:], w.shape[2:], st, dl, pads,
-                                      auto_pad_mode(op, auto_pad))
+    st, dl, begins, ends, out = conv_setup(op, x, w, None, group, kernel_shape, strides, dilations,
+                                           pads, auto_pad)
     xz = _zero_point(op, x_zero_point, "x_zero_point", x.shape[1], False)
     wz = _zero_point(op, w_zero_point, "w_zero_point", w.shape[0], True)
     xf = x.astype(np.float64) - xz

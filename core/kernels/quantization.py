@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import InvalidArgument
 from .cast import cast_array
-from .conv import _check_conv_inputs, _conv_core, auto_pad_mode, conv_geometry, spatial_attr
+from .conv import _conv_core, conv_setup
 from .registry import register
 from ._util import norm_axis
 
@@ -205,12 +205,9 @@ def qlinear_conv(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray, w
     op = "QLinearConv"
     x, w = np.asarray(x), np.asarray(w)
     group = int(group)
-    _check_conv_inputs(op, x, w, None, group, kernel_shape, transposed=False)
+    st, dl, begins, ends, out = conv_setup(op, x, w, None, group, kernel_shape, strides, dilations,
+                                           pads, auto_pad)
     nd = x.ndim - 2
-    st = spatial_attr(op, "strides", strides, nd, 1, 1)
-    dl = spatial_attr(op, "dilations", dilations, nd, 1, 1)
-    begins, ends, out = conv_geometry(op, x.shape[2:], w.shape[2:], st, dl, pads,
-                                      auto_pad_mode(op, auto_pad))
     m = w.shape[0]
     per_ch = (1, -1) + (1,) * nd
 
