@@ -233,3 +233,26 @@ def test_optimized_model_filepath_writes_a_loadable_model(tmp_path):
     opts.optimized_model_filepath = str(tmp_path / "out.oxe")
     with pytest.raises(onnxedge.NotImplemented, match=r"\.oxe format"):
         onnxedge.InferenceSession(data, opts)
+
+
+def test_newer_ir_and_opset_load_when_every_op_resolves():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [tensor_info("x", shape=[2])], [tensor_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 99)])
+    model.ir_version = 99
+    sess = onnxedge.InferenceSession(model.SerializeToString())
+    np.testing.assert_array_equal(sess.run(None, {"x": np.array([-1, 1], np.float32)})[0], [0, 1])
+    graph = helper.make_graph([helper.make_node("FutureOp", ["x"], ["y"])], "g",
+                              [tensor_info("x", shape=[2])], [tensor_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 99)])
+    model.ir_version = 99
+    with pytest.raises(onnxedge.NotImplemented, match=r"FutureOp \(domain ai.onnx, opset 99\)"):
+        onnxedge.InferenceSession(model.SerializeToString())
+
+
+def test_types_numpy_lacks_name_the_missing_package(monkeypatch):
+    from onnxedge import dtypes
+    monkeypatch.setattr(dtypes, "_ML_DTYPES", False)
+    with pytest.raises(onnxedge.NotImplemented, match=r"BFLOAT16 needs the optional package 'ml_dtypes'"):
+        dtypes.to_numpy(dtypes.BFLOAT16)
+    assert not dtypes.has_numpy(dtypes.BFLOAT16) and dtypes.has_numpy(dtypes.FLOAT)
