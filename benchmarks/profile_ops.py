@@ -67,6 +67,17 @@ class _OpTimer:
         return timed
 
 
+def _latencies(sess, feeds: dict, runs: int) -> List[float]:
+    """Seconds per run over `runs` runs, after one warm-up run."""
+    sess.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t)
+    return times
+
+
 def profile_onnxedge(path: str, feeds: dict, runs: int, threads: int, top: int,
                      by_node: bool = False) -> Tuple[float, List[Tuple[str, int, float]]]:
     """Median ms per run, and [(op type, calls per run, ms per run)] sorted by time."""
@@ -74,12 +85,7 @@ def profile_onnxedge(path: str, feeds: dict, runs: int, threads: int, top: int,
     opts = onnxedge.SessionOptions()
     opts.intra_op_num_threads = threads
     sess = onnxedge.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
-    sess.run(None, feeds)
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        sess.run(None, feeds)
-        times.append(time.perf_counter() - t)
+    times = _latencies(sess, feeds, runs)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(runs):
@@ -110,12 +116,7 @@ def profile_onnxruntime(path: str, feeds: dict, runs: int, threads: int,
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
-    sess.run(None, feeds)
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        sess.run(None, feeds)
-        times.append(time.perf_counter() - t)
+    times = _latencies(sess, feeds, runs)
     with tempfile.TemporaryDirectory() as tmp:
         opts.enable_profiling = True
         opts.profile_file_prefix = os.path.join(tmp, "ort")
