@@ -135,8 +135,7 @@ def _fail(node: ir.Node, opset: int, err: BaseException) -> OnnxEdgeError:
         msg = str(err)
         if node.op_type not in msg or "node" not in msg:
             msg = "%s: %s" % (where, msg)
-        new = type(err)(msg)
-        return new
+        return type(err)(msg)
     first = str(err).strip().splitlines()[0] if str(err).strip() else ""
     return RuntimeException("%s failed: %s: %s" % (where, type(err).__name__, first))
 
@@ -157,7 +156,7 @@ def run_compiled(steps: List[_Compiled], env: Env,
                 res = c.fn(ctx, *args, **c.attrs)
             else:
                 res = c.fn(*args, **c.attrs)
-        except (OnnxEdgeError, Exception) as e:  # kernels' errors become the node's errors
+        except Exception as e:  # kernels' errors become the node's errors
             raise _fail(c.node, c.opset, e) from e
         outs = c.outs
         if len(outs) == 1:

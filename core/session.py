@@ -298,17 +298,14 @@ class InferenceSession:
         if run_options is not None and run_options.terminate:
             raise InvalidArgument("run_options.terminate is set: the run was cancelled")
         env = dict(self._initializers)
-        fed_ids = set()
-        for name, value in self._check_feeds(input_feed).items():
-            env[name] = value
-            fed_ids.add(id(value))
+        env.update(self._check_feeds(input_feed))
         for step in self._plan.steps:
             step.run(env)
         try:
             outs = [env[name] for name in names]
         except KeyError as e:
             raise InvalidGraph("output %s was not produced by the model" % e) from None
-        return [self._own(o, fed_ids) for o in outs]
+        return [self._own(o) for o in outs]
 
     def _check_output_names(self, output_names: Optional[Sequence[str]]) -> List[str]:
         if not output_names:
@@ -367,14 +364,13 @@ class InferenceSession:
         return value
 
     @staticmethod
-    def _own(value: Any, fed_ids: set) -> Any:
-        """Outputs never alias read-only initializers or the caller's inputs."""
+    def _own(value: Any) -> Any:
+        """Outputs never alias initializers or the caller's inputs: both enter the run as
+        read-only views, and so does anything a kernel returns that still points into them."""
         if isinstance(value, np.ndarray):
-            if not value.flags.writeable or id(value) in fed_ids or id(value.base) in fed_ids:
-                return value.copy()
-            return value
+            return value.copy() if not value.flags.writeable else value
         if isinstance(value, list):
-            return [InferenceSession._own(v, fed_ids) for v in value]
+            return [InferenceSession._own(v) for v in value]
         return value
 
 
