@@ -1,0 +1,163 @@
+"""Builds onnxedge's C kernel library for every target and prints each compiler command.
+
+Targets (default: all whose compiler is installed; `--targets` picks some):
+  host      this machine's build (x86_64: SSE2, plus AVX2/FMA code when the CPU has them;
+            aarch64: NEON) -> edge/neon/lib/<arch>/libonnxedge_kernels.so
+  generic   plain C vector backend (OXK_FORCE_GENERIC) -> .../libonnxedge_kernels_generic.so
+  aarch64   cross build, aarch64-linux-gnu-gcc -march=armv8-a -mtune=cortex-a72, with an
+            armv8.2-a+dotprod int8 loop chosen at run time -> edge/neon/lib/aarch64/
+  wasm      compile check of the wasm32 simd128 backend (clang-14 -c; objects only)
+Objects go to edge/kernels/build/<target>/. A library newer than every source is kept unless
+--force. Usage: python edge/kernels/build.py [--targets host,aarch64] [--force]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIBDIR = os.path.join(os.path.dirname(HERE), "neon", "lib")
+BUILD = os.path.join(HERE, "build")
+SOURCES = ["common.c", "threadpool.c", "sgemm.c", "conv.c", "pool.c", "qgemm.c", "ref.c"]
+HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "qgemm_impl.h"]
+COMMON = ["-O3", "-std=c99", "-D_GNU_SOURCE", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
+          "-Wno-unused-parameter", "-Werror"]
+LIBNAME = "libonnxedge_kernels"
+
+
+def host_arch() -> str:
+    """The library folder name of this machine: x86_64 or aarch64 (others as platform reports)."""
+    m = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def _cpu_flags() -> List[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return []
+
+
+def _run(cmd: List[str]) -> None:
+    print("  " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def _stale(out: str, extra: List[str]) -> bool:
+    if not os.path.exists(out):
+        return True
+    t = os.path.getmtime(out)
+    deps = [os.path.join(HERE, s) for s in SOURCES + HEADERS + ["qgemm_dotprod.c"]] + [__file__] + extra
+    return any(os.path.getmtime(d) > t for d in deps if os.path.exists(d))
+
+
+def _link(cc: str, flags: List[str], out: str, objdir: str, force: bool,
+          extra_objs: Optional[List[List[str]]] = None) -> str:
+    """Compile SOURCES with `flags` (+ extra (source, flags...) pairs) and link a shared library."""
+    if not force and not _stale(out, []):
+        print("[build] up to date: %s" % os.path.relpath(out))
+        return out
+    os.makedirs(objdir, exist_ok=True)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    objs = []
+    for src in SOURCES:
+        obj = os.path.join(objdir, src[:-2] + ".o")
+        _run([cc] + COMMON + flags + ["-c", os.path.join(HERE, src), "-o", obj])
+        objs.append(obj)
+    for item in extra_objs or []:
+        src, more = item[0], item[1:]
+        obj = os.path.join(objdir, src[:-2] + ".o")
+        _run([cc] + COMMON + more + ["-c", os.path.join(HERE, src), "-o", obj])
+        objs.append(obj)
+    _run([cc, "-shared", "-o", out] + objs + ["-lm", "-lpthread"])
+    print("[build] wrote %s (%d bytes)" % (os.path.relpath(out), os.path.getsize(out)))
+    return out
+
+
+def build_host(force: bool) -> str:
+    """This machine's library with the best vector backend its CPU has."""
+    arch = host_arch()
+    flags: List[str] = []
+    if arch == "x86_64" and {"avx2", "fma"} <= set(_cpu_flags()):
+        flags = ["-mavx2", "-mfma"]
+    elif arch == "aarch64":
+        flags = ["-march=armv8-a", "-mtune=cortex-a72"]
+    print("[build] host %s library (%s)" % (arch, " ".join(flags) or "baseline ISA"))
+    return _link("gcc", flags, os.path.join(LIBDIR, arch, LIBNAME + ".so"),
+                 os.path.join(BUILD, "host"), force)
+
+
+def build_generic(force: bool) -> str:
+    """The plain-C vector backend for this machine (the portable fallback, and a test oracle)."""
+    print("[build] host generic library (plain C vectors)")
+    return _link("gcc", ["-DOXK_FORCE_GENERIC"],
+                 os.path.join(LIBDIR, host_arch(), LIBNAME + "_generic.so"),
+                 os.path.join(BUILD, "generic"), force)
+
+
+def build_aarch64(force: bool) -> str:
+    """The NEON library for aarch64 Linux (Raspberry Pi 4/5), cross-compiled."""
+    cc = "aarch64-linux-gnu-gcc"
+    print("[build] aarch64 NEON library (%s, Cortex-A72 tuning, dotprod int8 loop)" % cc)
+    base = ["-march=armv8-a", "-mtune=cortex-a72", "-DOXK_HAVE_DOTPROD_TU"]
+    return _link(cc, base, os.path.join(LIBDIR, "aarch64", LIBNAME + ".so"),
+                 os.path.join(BUILD, "aarch64"), force,
+                 [["qgemm_dotprod.c", "-march=armv8.2-a+dotprod", "-mtune=cortex-a76"]])
+
+
+def check_wasm(force: bool) -> str:
+    """Compile every source for wasm32 + simd128 (no libc: a compile check, objects only)."""
+    cc = "clang-14"
+    objdir = os.path.join(BUILD, "wasm32")
+    stamp = os.path.join(objdir, "ok")
+    if not force and not _stale(stamp, []):
+        print("[build] up to date: wasm32 simd128 compile check")
+        return stamp
+    print("[build] wasm32 simd128 compile check (%s)" % cc)
+    os.makedirs(objdir, exist_ok=True)
+    flags = ["--target=wasm32", "-msimd128", "-nostdlib", "-O3", "-std=c99", "-Wall", "-Werror",
+             "-Wno-unused-parameter"]
+    for src in SOURCES:
+        _run([cc] + flags + ["-c", os.path.join(HERE, src), "-o", os.path.join(objdir, src[:-2] + ".o")])
+    with open(stamp, "w") as f:
+        f.write("ok\n")
+    return stamp
+
+
+TARGETS = {"host": (build_host, "gcc"), "generic": (build_generic, "gcc"),
+           "aarch64": (build_aarch64, "aarch64-linux-gnu-gcc"), "wasm": (check_wasm, "clang-14")}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Build the targets asked for; a missing cross compiler is an error only when named."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--targets", default="", help="comma-separated: host,generic,aarch64,wasm (default all)")
+    ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    args = ap.parse_args(argv)
+    names = [t for t in args.targets.split(",") if t] or list(TARGETS)
+    for name in names:
+        if name not in TARGETS:
+            print("build.py: unknown target %r (known: %s)" % (name, ", ".join(TARGETS)), file=sys.stderr)
+            return 2
+        fn, cc = TARGETS[name]
+        if shutil.which(cc) is None:
+            print("build.py: target %s needs %s, which is not installed (make setup installs it)"
+                  % (name, cc), file=sys.stderr)
+            return 1
+        if name == "aarch64" and host_arch() == "aarch64":
+            continue   # the host build is the aarch64 build
+        fn(args.force)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

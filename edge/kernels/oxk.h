@@ -1,0 +1,93 @@
+/* oxk.h - the public C API of onnxedge's kernel library (libonnxedge_kernels).
+ *
+ * Every tensor is float32 (int8/uint8/int32 for qgemm), row-major, contiguous unless a leading
+ * dimension says otherwise. Functions return 0 on success and a negative OXK_E* code on bad
+ * arguments or when memory runs out; they never abort. Threads: oxk_set_num_threads sizes the
+ * library's pool (process-wide).
+ */
+#ifndef OXK_H
+#define OXK_H
+
+#include "oxk_libc.h"
+
+#define OXK_API __attribute__((visibility("default")))
+#define OXK_EARG (-1)
+#define OXK_ENOMEM (-2)
+
+/* Epilogue activations, applied after bias: y = act(acc + bias). */
+enum { OXK_ACT_NONE = 0, OXK_ACT_RELU = 1, OXK_ACT_CLIP = 2, OXK_ACT_SIGMOID = 3,
+       OXK_ACT_GELU_TANH = 4, OXK_ACT_LEAKY_RELU = 5, OXK_ACT_TANH = 6 };
+/* Where the bias vector lies: one value per row of C, per column, or none. */
+enum { OXK_BIAS_NONE = 0, OXK_BIAS_ROW = 1, OXK_BIAS_COL = 2 };
+/* Convolution paths (OXK_CONV_AUTO picks one; the others force a path, for tests). */
+enum { OXK_CONV_AUTO = 0, OXK_CONV_IM2COL = 1, OXK_CONV_DIRECT3X3 = 2, OXK_CONV_DEPTHWISE = 3 };
+
+typedef struct { int act; float p0, p1; } oxk_epilogue;
+
+OXK_API int oxk_version(void);
+OXK_API const char* oxk_backend(void);
+OXK_API int oxk_set_num_threads(int n);
+OXK_API int oxk_get_num_threads(void);
+
+/* SGEMM: C = alpha * op(A) @ op(B) + beta * C, then bias and activation.
+ * op(A) is M x K, op(B) is K x N. packA/packB (from oxk_pack_a/oxk_pack_b with the same
+ * transpose flag) replace A/B when not NULL. beta == 0 never reads C. */
+OXK_API size_t oxk_pack_a_size(int M, int K);
+OXK_API size_t oxk_pack_b_size(int N, int K);
+OXK_API int oxk_pack_a(int transA, int M, int K, const float* A, int lda, float* packed);
+OXK_API int oxk_pack_b(int transB, int N, int K, const float* B, int ldb, float* packed);
+OXK_API int oxk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+                      const float* A, int lda, const float* packA,
+                      const float* B, int ldb, const float* packB,
+                      float beta, float* C, int ldc,
+                      const float* bias, int bias_kind, int act, float p0, float p1);
+
+/* 2-D convolution, NCHW. W is (Cout, C/group, kh, kw); packW (optional) is oxk_conv_pack's
+ * output for W. pads: top, left, bottom, right. y is (N, Cout, OH, OW). */
+OXK_API size_t oxk_conv_pack_size(int Cout, int Cin_g, int kh, int kw, int group);
+OXK_API int oxk_conv_pack(const float* W, int Cout, int Cin_g, int kh, int kw, int group, float* packed);
+OXK_API int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
+                       const float* W, const float* packW, int Cout, int kh, int kw, int group,
+                       int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,
+                       const float* bias, int act, float p0, float p1,
+                       float* y, int OH, int OW, int path);
+
+/* Pooling over (N*C) planes of H x W: kind 0 max, 1 average. */
+OXK_API int oxk_pool2d(const float* x, int NC, int H, int Wd, int kind, int kh, int kw,
+                       int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,
+                       int count_include_pad, float* y, int OH, int OW);
+OXK_API int oxk_global_pool(const float* x, int NC, int HW, int kind, float* y);
+
+/* int8 GEMM: C[M,N] (int32) = sum_k (A[m,k] - za[m]) * (B[k,n] - zb[n]).
+ * a_signed/b_signed: 1 for int8 data, 0 for uint8. za has M entries (or 1 when za_per_row == 0),
+ * zb has N entries (or 1). packB is oxk_qpack_b's output. */
+OXK_API size_t oxk_qpack_b_size(int N, int K);
+OXK_API int oxk_qpack_b(int N, int K, const void* B, int b_signed, int8_t* packed);
+OXK_API int oxk_qgemm(int M, int N, int K, const void* A, int a_signed, const int32_t* za, int za_per_row,
+                      const void* B, int b_signed, const int8_t* packB, const int32_t* zb, int zb_per_col,
+                      int32_t* C);
+OXK_API int oxk_qgemm_has_dotprod(void);
+
+/* Scalar reference kernels (plain loops, no tiling, no threads): what the tests trust. */
+OXK_API int oxk_ref_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+                          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                          const float* bias, int bias_kind, int act, float p0, float p1);
+OXK_API int oxk_ref_conv2d(const float* x, int N, int C, int H, int Wd, const float* W, int Cout,
+                           int kh, int kw, int group, int sh, int sw, int dh, int dw,
+                           int pt, int pl, int pb, int pr, const float* bias, int act, float p0, float p1,
+                           float* y, int OH, int OW);
+OXK_API int oxk_ref_pool2d(const float* x, int NC, int H, int Wd, int kind, int kh, int kw,
+                           int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,
+                           int count_include_pad, float* y, int OH, int OW);
+OXK_API int oxk_ref_qgemm(int M, int N, int K, const void* A, int a_signed, const int32_t* za, int za_per_row,
+                          const void* B, int b_signed, const int32_t* zb, int zb_per_col, int32_t* C);
+
+/* Internal: the thread pool and the activation of one value. */
+typedef void (*oxk_task_fn)(void* ctx, int i);
+void oxk_parallel_for(int n, oxk_task_fn fn, void* ctx);
+float oxk_act_scalar(float v, int act, float p0, float p1);
+void oxk_act_row(float* y, int n, int act, float p0, float p1);
+void* oxk_aligned_alloc(size_t bytes);
+void oxk_aligned_free(void* p);
+
+#endif /* OXK_H */

@@ -1,0 +1,157 @@
+/* vec.h - the small set of vector operations every kernel is written in.
+ *
+ * One 4-lane float type (vf4) and one 4-lane int32 type (vi4), with a backend per target:
+ *   NEON (aarch64, arm_neon.h)      VEC_BACKEND "neon" / "neon+dotprod"
+ *   SSE2 / SSE2+FMA (x86_64 host)   VEC_BACKEND "sse2" / "sse2+fma"
+ *   wasm simd128 (wasm_simd128.h)   VEC_BACKEND "wasm-simd128"
+ *   plain C (OXK_FORCE_GENERIC or any other target)  VEC_BACKEND "generic"
+ * VEC_MR x VEC_NR is the SGEMM register tile of the backend (NR is two vectors wide).
+ */
+#ifndef OXK_VEC_H
+#define OXK_VEC_H
+
+#include <stdint.h>
+
+#if defined(OXK_FORCE_GENERIC)
+#  define OXK_GENERIC 1
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#  define OXK_NEON 1
+#elif defined(__wasm_simd128__)
+#  define OXK_WASM 1
+#elif defined(__SSE2__)
+#  define OXK_SSE 1
+#else
+#  define OXK_GENERIC 1
+#endif
+
+/* ------------------------------------------------------------------------------------ NEON */
+#if defined(OXK_NEON)
+#include <arm_neon.h>
+#  if defined(__ARM_FEATURE_DOTPROD)
+#    define VEC_BACKEND "neon+dotprod"
+#  else
+#    define VEC_BACKEND "neon"
+#  endif
+#  define VEC_MR 8
+typedef float32x4_t vf4;
+typedef int32x4_t vi4;
+static inline vf4 vf_load(const float* p) { return vld1q_f32(p); }
+static inline void vf_store(float* p, vf4 v) { vst1q_f32(p, v); }
+static inline vf4 vf_dup(float x) { return vdupq_n_f32(x); }
+static inline vf4 vf_add(vf4 a, vf4 b) { return vaddq_f32(a, b); }
+static inline vf4 vf_mul(vf4 a, vf4 b) { return vmulq_f32(a, b); }
+static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { return vfmaq_f32(acc, a, b); }
+static inline vf4 vf_max(vf4 a, vf4 b) { return vmaxq_f32(a, b); }
+static inline vf4 vf_min(vf4 a, vf4 b) { return vminq_f32(a, b); }
+static inline float vf_hsum(vf4 a) { return vaddvq_f32(a); }
+static inline vi4 vi_zero(void) { return vdupq_n_s32(0); }
+/* acc lanes += products of 16 int8 pairs (the lane sum grows by the 16-term dot product). */
+static inline vi4 vi_dot16(vi4 acc, const int8_t* a, const int8_t* b) {
+    int8x16_t va = vld1q_s8(a), vb = vld1q_s8(b);
+#  if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, va, vb);
+#  else
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(va), vget_low_s8(vb)));
+    return vpadalq_s16(acc, vmull_high_s8(va, vb));
+#  endif
+}
+static inline int32_t vi_hsum(vi4 a) { return vaddvq_s32(a); }
+
+/* -------------------------------------------------------------------------------- wasm */
+#elif defined(OXK_WASM)
+#include <wasm_simd128.h>
+#  define VEC_BACKEND "wasm-simd128"
+#  define VEC_MR 4
+typedef v128_t vf4;
+typedef v128_t vi4;
+static inline vf4 vf_load(const float* p) { return wasm_v128_load(p); }
+static inline void vf_store(float* p, vf4 v) { wasm_v128_store(p, v); }
+static inline vf4 vf_dup(float x) { return wasm_f32x4_splat(x); }
+static inline vf4 vf_add(vf4 a, vf4 b) { return wasm_f32x4_add(a, b); }
+static inline vf4 vf_mul(vf4 a, vf4 b) { return wasm_f32x4_mul(a, b); }
+static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { return wasm_f32x4_add(acc, wasm_f32x4_mul(a, b)); }
+static inline vf4 vf_max(vf4 a, vf4 b) { return wasm_f32x4_pmax(a, b); }
+static inline vf4 vf_min(vf4 a, vf4 b) { return wasm_f32x4_pmin(a, b); }
+static inline float vf_hsum(vf4 a) {
+    return wasm_f32x4_extract_lane(a, 0) + wasm_f32x4_extract_lane(a, 1) +
+           wasm_f32x4_extract_lane(a, 2) + wasm_f32x4_extract_lane(a, 3);
+}
+static inline vi4 vi_zero(void) { return wasm_i32x4_splat(0); }
+static inline vi4 vi_dot16(vi4 acc, const int8_t* a, const int8_t* b) {
+    v128_t va = wasm_v128_load(a), vb = wasm_v128_load(b);
+    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(va),
+                                                   wasm_i16x8_extend_low_i8x16(vb)));
+    return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(va),
+                                                    wasm_i16x8_extend_high_i8x16(vb)));
+}
+static inline int32_t vi_hsum(vi4 a) {
+    return wasm_i32x4_extract_lane(a, 0) + wasm_i32x4_extract_lane(a, 1) +
+           wasm_i32x4_extract_lane(a, 2) + wasm_i32x4_extract_lane(a, 3);
+}
+
+/* --------------------------------------------------------------------------------- SSE */
+#elif defined(OXK_SSE)
+#include <emmintrin.h>
+#  if defined(__FMA__)
+#    include <immintrin.h>
+#    define VEC_BACKEND "sse2+fma"
+#  else
+#    define VEC_BACKEND "sse2"
+#  endif
+#  define VEC_MR 4
+typedef __m128 vf4;
+typedef __m128i vi4;
+static inline vf4 vf_load(const float* p) { return _mm_loadu_ps(p); }
+static inline void vf_store(float* p, vf4 v) { _mm_storeu_ps(p, v); }
+static inline vf4 vf_dup(float x) { return _mm_set1_ps(x); }
+static inline vf4 vf_add(vf4 a, vf4 b) { return _mm_add_ps(a, b); }
+static inline vf4 vf_mul(vf4 a, vf4 b) { return _mm_mul_ps(a, b); }
+#  if defined(__FMA__)
+static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { return _mm_fmadd_ps(a, b, acc); }
+#  else
+static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { return _mm_add_ps(acc, _mm_mul_ps(a, b)); }
+#  endif
+static inline vf4 vf_max(vf4 a, vf4 b) { return _mm_max_ps(a, b); }
+static inline vf4 vf_min(vf4 a, vf4 b) { return _mm_min_ps(a, b); }
+static inline float vf_hsum(vf4 a) {
+    float t[4]; _mm_storeu_ps(t, a); return t[0] + t[1] + t[2] + t[3];
+}
+static inline vi4 vi_zero(void) { return _mm_setzero_si128(); }
+static inline vi4 vi_dot16(vi4 acc, const int8_t* a, const int8_t* b) {
+    __m128i va = _mm_loadu_si128((const __m128i*)a), vb = _mm_loadu_si128((const __m128i*)b);
+    __m128i alo = _mm_srai_epi16(_mm_unpacklo_epi8(va, va), 8);
+    __m128i ahi = _mm_srai_epi16(_mm_unpackhi_epi8(va, va), 8);
+    __m128i blo = _mm_srai_epi16(_mm_unpacklo_epi8(vb, vb), 8);
+    __m128i bhi = _mm_srai_epi16(_mm_unpackhi_epi8(vb, vb), 8);
+    acc = _mm_add_epi32(acc, _mm_madd_epi16(alo, blo));
+    return _mm_add_epi32(acc, _mm_madd_epi16(ahi, bhi));
+}
+static inline int32_t vi_hsum(vi4 a) {
+    int32_t t[4]; _mm_storeu_si128((__m128i*)t, a); return t[0] + t[1] + t[2] + t[3];
+}
+
+/* ----------------------------------------------------------------------------- generic */
+#else
+#  define VEC_BACKEND "generic"
+#  define VEC_MR 4
+typedef struct { float v[4]; } vf4;
+typedef struct { int32_t v[4]; } vi4;
+static inline vf4 vf_load(const float* p) { vf4 r; int i; for (i = 0; i < 4; i++) r.v[i] = p[i]; return r; }
+static inline void vf_store(float* p, vf4 a) { int i; for (i = 0; i < 4; i++) p[i] = a.v[i]; }
+static inline vf4 vf_dup(float x) { vf4 r; int i; for (i = 0; i < 4; i++) r.v[i] = x; return r; }
+static inline vf4 vf_add(vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) a.v[i] += b.v[i]; return a; }
+static inline vf4 vf_mul(vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) a.v[i] *= b.v[i]; return a; }
+static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) acc.v[i] += a.v[i] * b.v[i]; return acc; }
+static inline vf4 vf_max(vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) a.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i]; return a; }
+static inline vf4 vf_min(vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) a.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return a; }
+static inline float vf_hsum(vf4 a) { return a.v[0] + a.v[1] + a.v[2] + a.v[3]; }
+static inline vi4 vi_zero(void) { vi4 r = {{0, 0, 0, 0}}; return r; }
+static inline vi4 vi_dot16(vi4 acc, const int8_t* a, const int8_t* b) {
+    int i; for (i = 0; i < 16; i++) acc.v[i & 3] += (int32_t)a[i] * (int32_t)b[i]; return acc;
+}
+static inline int32_t vi_hsum(vi4 a) { return a.v[0] + a.v[1] + a.v[2] + a.v[3]; }
+#endif
+
+#define VEC_NR 8
+
+#endif /* OXK_VEC_H */

@@ -1,0 +1,311 @@
+"""ctypes binding of libonnxedge_kernels (edge/kernels/): loading per machine and numpy wrappers.
+
+The library lives in `lib/<arch>/libonnxedge_kernels.so` beside this module (built by
+`edge/kernels/build.py`). On aarch64 it is the NEON build; on x86_64 the host build of the same
+C kernels (SSE2/AVX2), so the provider and its tests also run natively. Every wrapper takes and
+returns C-contiguous numpy arrays and raises onnxedge errors on bad arguments.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import threading
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from onnxedge.errors import Fail, InvalidArgument
+
+LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+LIB_NAME = "libonnxedge_kernels"
+
+# Epilogue activations (oxk.h OXK_ACT_*), bias placement and convolution paths.
+ACT = {"": 0, "Relu": 1, "Clip": 2, "Sigmoid": 3, "GeluTanh": 4, "LeakyRelu": 5, "Tanh": 6}
+BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
+CONV_PATHS = {"auto": 0, "im2col": 1, "direct3x3": 2, "depthwise": 3}
+
+_c_int, _c_float, _c_size = ctypes.c_int, ctypes.c_float, ctypes.c_size_t
+_ptr = ctypes.c_void_p
+_SIGS = {
+    "oxk_version": (_c_int, []),
+    "oxk_backend": (ctypes.c_char_p, []),
+    "oxk_set_num_threads": (_c_int, [_c_int]),
+    "oxk_get_num_threads": (_c_int, []),
+    "oxk_pack_a_size": (_c_size, [_c_int, _c_int]),
+    "oxk_pack_b_size": (_c_size, [_c_int, _c_int]),
+    "oxk_pack_a": (_c_int, [_c_int, _c_int, _c_int, _ptr, _c_int, _ptr]),
+    "oxk_pack_b": (_c_int, [_c_int, _c_int, _c_int, _ptr, _c_int, _ptr]),
+    "oxk_sgemm": (_c_int, [_c_int, _c_int, _c_int, _c_int, _c_int, _c_float, _ptr, _c_int, _ptr,
+                           _ptr, _c_int, _ptr, _c_float, _ptr, _c_int, _ptr, _c_int, _c_int,
+                           _c_float, _c_float]),
+    "oxk_conv_pack_size": (_c_size, [_c_int] * 5),
+    "oxk_conv_pack": (_c_int, [_ptr] + [_c_int] * 5 + [_ptr]),
+    "oxk_conv2d": (_c_int, [_ptr] + [_c_int] * 4 + [_ptr, _ptr] + [_c_int] * 12
+                   + [_ptr, _c_int, _c_float, _c_float, _ptr, _c_int, _c_int, _c_int]),
+    "oxk_pool2d": (_c_int, [_ptr] + [_c_int] * 15 + [_ptr, _c_int, _c_int]),
+    "oxk_global_pool": (_c_int, [_ptr, _c_int, _c_int, _c_int, _ptr]),
+    "oxk_qpack_b_size": (_c_size, [_c_int, _c_int]),
+    "oxk_qpack_b": (_c_int, [_c_int, _c_int, _ptr, _c_int, _ptr]),
+    "oxk_qgemm": (_c_int, [_c_int, _c_int, _c_int, _ptr, _c_int, _ptr, _c_int, _ptr, _c_int, _ptr,
+                           _ptr, _c_int, _ptr]),
+    "oxk_qgemm_has_dotprod": (_c_int, []),
+    "oxk_ref_sgemm": (_c_int, [_c_int] * 5 + [_c_float, _ptr, _c_int, _ptr, _c_int, _c_float, _ptr,
+                               _c_int, _ptr, _c_int, _c_int, _c_float, _c_float]),
+    "oxk_ref_conv2d": (_c_int, [_ptr] + [_c_int] * 4 + [_ptr] + [_c_int] * 12
+                       + [_ptr, _c_int, _c_float, _c_float, _ptr, _c_int, _c_int]),
+    "oxk_ref_pool2d": (_c_int, [_ptr] + [_c_int] * 15 + [_ptr, _c_int, _c_int]),
+    "oxk_ref_qgemm": (_c_int, [_c_int, _c_int, _c_int, _ptr, _c_int, _ptr, _c_int, _ptr, _c_int,
+                               _ptr, _c_int, _ptr]),
+}
+
+
+def machine_arch() -> str:
+    """This machine's library folder: 'aarch64' or 'x86_64' (others as platform names them)."""
+    m = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def library_path(variant: str = "", arch: Optional[str] = None) -> str:
+    """Path of the library for `arch` (default: this machine); variant '' or 'generic'."""
+    name = LIB_NAME + ("_" + variant if variant else "") + ".so"
+    return os.path.join(LIB_DIR, arch or machine_arch(), name)
+
+
+def _p(a: Optional[np.ndarray]) -> Optional[int]:
+    return None if a is None else a.ctypes.data
+
+
+def _f32(name: str, a: np.ndarray) -> np.ndarray:
+    if not isinstance(a, np.ndarray) or a.dtype != np.float32:
+        raise InvalidArgument("%s must be a float32 numpy array, got %s"
+                              % (name, getattr(a, "dtype", type(a).__name__)))
+    return np.ascontiguousarray(a)
+
+
+class KernelLibrary:
+    """One loaded libonnxedge_kernels with typed numpy-level calls."""
+
+    def __init__(self, path: str):
+        if not os.path.exists(path):
+            raise Fail("kernel library %s does not exist: build it with "
+                       "`python edge/kernels/build.py` (make setup does)" % path)
+        try:
+            self._lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise Fail("kernel library %s does not load on this machine: %s" % (path, e)) from e
+        for name, (res, args) in _SIGS.items():
+            fn = getattr(self._lib, name)
+            fn.restype, fn.argtypes = res, args
+        self.path = path
+        self.backend = self._lib.oxk_backend().decode()
+        self.version = self._lib.oxk_version()
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc == -2:
+            raise Fail("%s: the kernel library (%s) ran out of memory" % (what, self.backend))
+        if rc != 0:
+            raise InvalidArgument("%s: the kernel library (%s) rejected the arguments (code %d)"
+                                  % (what, self.backend, rc))
+
+    # ---------------------------------------------------------------- threads
+    def set_num_threads(self, n: int) -> int:
+        """Size the library's thread pool (0: one per CPU); returns the size in effect."""
+        return int(self._lib.oxk_set_num_threads(int(n)))
+
+    def num_threads(self) -> int:
+        """The thread pool's size."""
+        return int(self._lib.oxk_get_num_threads())
+
+    def has_dotprod(self) -> bool:
+        """True when the int8 GEMM uses the CPU's dot-product instructions (vdotq_s32)."""
+        return bool(self._lib.oxk_qgemm_has_dotprod())
+
+    # ---------------------------------------------------------------- sgemm
+    def pack_a(self, a: np.ndarray, trans_a: bool = False) -> np.ndarray:
+        """Pack op(A) (M x K) into the micro-kernel's row panels (weights: once, at compile)."""
+        a = _f32("A", a)
+        M, K = (a.shape[1], a.shape[0]) if trans_a else a.shape
+        out = np.empty(self._lib.oxk_pack_a_size(M, K), np.float32)
+        self._check(self._lib.oxk_pack_a(int(trans_a), M, K, _p(a), a.shape[1], _p(out)), "pack_a")
+        return out
+
+    def pack_b(self, b: np.ndarray, trans_b: bool = False) -> np.ndarray:
+        """Pack op(B) (K x N) into the micro-kernel's column panels."""
+        b = _f32("B", b)
+        K, N = (b.shape[1], b.shape[0]) if trans_b else b.shape
+        out = np.empty(self._lib.oxk_pack_b_size(N, K), np.float32)
+        self._check(self._lib.oxk_pack_b(int(trans_b), N, K, _p(b), b.shape[1], _p(out)), "pack_b")
+        return out
+
+    def sgemm(self, a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = False,
+              alpha: float = 1.0, beta: float = 0.0, c: Optional[np.ndarray] = None,
+              bias: Optional[np.ndarray] = None, bias_kind: int = BIAS_NONE, act: str = "",
+              act_params: Sequence[float] = (), packed_a: Optional[np.ndarray] = None,
+              packed_b: Optional[np.ndarray] = None, out: Optional[np.ndarray] = None,
+              reference: bool = False) -> np.ndarray:
+        """act(alpha * op(A) @ op(B) + beta * C + bias) as a new (M, N) array.
+
+        `c` (M, N) is read when beta != 0; `bias` is (M,) for BIAS_ROW or (N,) for BIAS_COL;
+        `reference=True` runs the scalar reference kernel instead."""
+        a, b = _f32("A", a), _f32("B", b)
+        if a.ndim != 2 or b.ndim != 2:
+            raise InvalidArgument("sgemm: A and B must be 2-D, got shapes %s and %s" % (a.shape, b.shape))
+        M, K = (a.shape[1], a.shape[0]) if trans_a else a.shape
+        K2, N = (b.shape[1], b.shape[0]) if trans_b else b.shape
+        if K != K2:
+            raise InvalidArgument("sgemm: op(A) is %dx%d but op(B) is %dx%d" % (M, K, K2, N))
+        if out is None:
+            out = np.empty((M, N), np.float32)
+        if beta != 0.0:
+            if c is None:
+                raise InvalidArgument("sgemm: beta=%g needs C" % beta)
+            np.copyto(out, np.broadcast_to(c, (M, N)))
+        if bias is not None:
+            bias = _f32("bias", bias)
+            want = M if bias_kind == BIAS_ROW else N
+            if bias.size != want:
+                raise InvalidArgument("sgemm: bias has %d values, expected %d" % (bias.size, want))
+        p0, p1 = _act_params(act, act_params)
+        if reference:
+            rc = self._lib.oxk_ref_sgemm(int(trans_a), int(trans_b), M, N, K, alpha, _p(a), a.shape[1],
+                                         _p(b), b.shape[1], beta, _p(out), N, _p(bias), bias_kind,
+                                         ACT[act], p0, p1)
+        else:
+            rc = self._lib.oxk_sgemm(int(trans_a), int(trans_b), M, N, K, alpha, _p(a), a.shape[1],
+                                     _p(packed_a), _p(b), b.shape[1], _p(packed_b), beta, _p(out), N,
+                                     _p(bias), bias_kind, ACT[act], p0, p1)
+        self._check(rc, "sgemm %dx%dx%d" % (M, N, K))
+        return out
+
+    # ---------------------------------------------------------------- conv
+    def conv_pack(self, w: np.ndarray, group: int) -> np.ndarray:
+        """Pack conv weights (Cout, Cin/group, kh, kw) once for oxk_conv2d's im2col path."""
+        w = _f32("W", w)
+        co, ci, kh, kw = w.shape
+        out = np.empty(self._lib.oxk_conv_pack_size(co, ci, kh, kw, group), np.float32)
+        self._check(self._lib.oxk_conv_pack(_p(w), co, ci, kh, kw, group, _p(out)), "conv_pack")
+        return out
+
+    def conv2d(self, x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], group: int,
+               strides: Sequence[int], dilations: Sequence[int], pads: Sequence[int],
+               out_hw: Sequence[int], act: str = "", act_params: Sequence[float] = (),
+               packed_w: Optional[np.ndarray] = None, path: str = "auto",
+               reference: bool = False) -> np.ndarray:
+        """2-D convolution NCHW; pads = (top, left, bottom, right); returns (N, Cout, OH, OW)."""
+        x, w = _f32("X", x), _f32("W", w)
+        if bias is not None:
+            bias = _f32("B", bias)
+        N, C, H, W = x.shape
+        co, ci, kh, kw = w.shape
+        if ci * group != C:
+            raise InvalidArgument("conv2d: X has %d channels, W expects %d x group %d" % (C, ci, group))
+        OH, OW = int(out_hw[0]), int(out_hw[1])
+        y = np.empty((N, co, OH, OW), np.float32)
+        p0, p1 = _act_params(act, act_params)
+        args = [int(strides[0]), int(strides[1]), int(dilations[0]), int(dilations[1])] + \
+            [int(p) for p in pads]
+        if reference:
+            rc = self._lib.oxk_ref_conv2d(_p(x), N, C, H, W, _p(w), co, kh, kw, group, *args,
+                                          _p(bias), ACT[act], p0, p1, _p(y), OH, OW)
+        else:
+            rc = self._lib.oxk_conv2d(_p(x), N, C, H, W, _p(w), _p(packed_w), co, kh, kw, group, *args,
+                                      _p(bias), ACT[act], p0, p1, _p(y), OH, OW, CONV_PATHS[path])
+        self._check(rc, "conv2d %s * %s (group %d, path %s)" % (x.shape, w.shape, group, path))
+        return y
+
+    # ---------------------------------------------------------------- pools
+    def pool2d(self, x: np.ndarray, kind: str, kernel: Sequence[int], strides: Sequence[int],
+               dilations: Sequence[int], pads: Sequence[int], out_hw: Sequence[int],
+               count_include_pad: bool = False, reference: bool = False) -> np.ndarray:
+        """Max ('max') or average ('avg') pooling of (N, C, H, W); pads = (t, l, b, r)."""
+        x = _f32("X", x)
+        N, C, H, W = x.shape
+        OH, OW = int(out_hw[0]), int(out_hw[1])
+        y = np.empty((N, C, OH, OW), np.float32)
+        args = [N * C, H, W, {"max": 0, "avg": 1}[kind], int(kernel[0]), int(kernel[1]),
+                int(strides[0]), int(strides[1]), int(dilations[0]), int(dilations[1])] + \
+            [int(p) for p in pads] + [int(count_include_pad)]
+        fn = self._lib.oxk_ref_pool2d if reference else self._lib.oxk_pool2d
+        self._check(fn(_p(x), *args, _p(y), OH, OW), "pool2d %s %s" % (kind, x.shape))
+        return y
+
+    def global_pool(self, x: np.ndarray, kind: str) -> np.ndarray:
+        """Global max/average over every axis after the first two: (N, C, ...) -> (N, C, 1, ...)."""
+        x = _f32("X", x)
+        hw = int(np.prod(x.shape[2:])) if x.ndim > 2 else 1
+        y = np.empty(x.shape[:2] + (1,) * (x.ndim - 2), np.float32)
+        self._check(self._lib.oxk_global_pool(_p(x), x.shape[0] * x.shape[1], hw,
+                                              {"max": 0, "avg": 1}[kind], _p(y)),
+                    "global pool %s %s" % (kind, x.shape))
+        return y
+
+    # ---------------------------------------------------------------- int8
+    def qpack_b(self, b: np.ndarray) -> np.ndarray:
+        """Pack an int8/uint8 B (K x N) once: column sums + K-contiguous columns."""
+        b = _i8("B", b)
+        K, N = b.shape
+        out = np.empty(self._lib.oxk_qpack_b_size(N, K), np.int8)
+        self._check(self._lib.oxk_qpack_b(N, K, _p(b), int(b.dtype == np.int8), _p(out)), "qpack_b")
+        return out
+
+    def qgemm(self, a: np.ndarray, b: np.ndarray, a_zero: np.ndarray, b_zero: np.ndarray,
+              packed_b: Optional[np.ndarray] = None, reference: bool = False) -> np.ndarray:
+        """int32 (A - a_zero) @ (B - b_zero) for int8/uint8 A (M x K), B (K x N); zero points
+        are scalars, or (M,) for A / (N,) for B."""
+        a, b = _i8("A", a), _i8("B", b)
+        M, K = a.shape
+        K2, N = b.shape
+        if K != K2:
+            raise InvalidArgument("qgemm: A is %dx%d but B is %dx%d" % (M, K, K2, N))
+        za = np.ascontiguousarray(np.asarray(a_zero).astype(np.int32).reshape(-1))
+        zb = np.ascontiguousarray(np.asarray(b_zero).astype(np.int32).reshape(-1))
+        if za.size not in (1, M) or zb.size not in (1, N):
+            raise InvalidArgument("qgemm: zero points must be scalars or (M,)/(N,), got %s and %s"
+                                  % (za.shape, zb.shape))
+        y = np.empty((M, N), np.int32)
+        sa, sb = int(a.dtype == np.int8), int(b.dtype == np.int8)
+        if reference:
+            rc = self._lib.oxk_ref_qgemm(M, N, K, _p(a), sa, _p(za), int(za.size > 1),
+                                         _p(b), sb, _p(zb), int(zb.size > 1), _p(y))
+        else:
+            rc = self._lib.oxk_qgemm(M, N, K, _p(a), sa, _p(za), int(za.size > 1), _p(b), sb,
+                                     _p(packed_b), _p(zb), int(zb.size > 1), _p(y))
+        self._check(rc, "qgemm %dx%dx%d" % (M, N, K))
+        return y
+
+
+def _i8(name: str, a: np.ndarray) -> np.ndarray:
+    if not isinstance(a, np.ndarray) or a.dtype not in (np.int8, np.uint8) or a.ndim != 2:
+        raise InvalidArgument("%s must be a 2-D int8 or uint8 array, got %s %s"
+                              % (name, getattr(a, "dtype", type(a).__name__), getattr(a, "shape", "")))
+    return np.ascontiguousarray(a)
+
+
+def _act_params(act: str, params: Sequence[float]) -> Tuple[float, float]:
+    if act not in ACT:
+        raise InvalidArgument("activation %r is not one of %s" % (act, sorted(a for a in ACT if a)))
+    p = [float(v) for v in params]
+    if act == "Clip":
+        return (p[0] if p else float("-inf")), (p[1] if len(p) > 1 else float("inf"))
+    if act == "LeakyRelu":
+        return (p[0] if p else 0.01), 0.0
+    return 0.0, 0.0
+
+
+_LOADED: Dict[str, KernelLibrary] = {}
+_LOCK = threading.Lock()
+
+
+def load(variant: str = "", path: Optional[str] = None) -> KernelLibrary:
+    """The library for this machine (cached per path); Fail when it is missing or does not load."""
+    path = path or library_path(variant)
+    with _LOCK:
+        lib = _LOADED.get(path)
+        if lib is None:
+            lib = _LOADED[path] = KernelLibrary(path)
+        return lib
+
+
+__all__ = ["KernelLibrary", "load", "library_path", "machine_arch", "ACT", "BIAS_NONE", "BIAS_ROW",
+           "BIAS_COL", "CONV_PATHS"]

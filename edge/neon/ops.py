@@ -1,0 +1,348 @@
+"""Per-op support checks and compiled callables of the NEON provider.
+
+Each supported (domain, op) has a `check(node, type_of) -> reason or None` and a
+`build(node, lib, consts) -> run(env) -> outputs or None`. `consts` maps the names of
+initializers that no feed can override to their arrays, so weights are packed once here.
+A run returning None asks the provider to run the node with the CPU kernel instead (an input
+that the type information could not rule out at compile time: not float32, another rank).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from onnxedge import ir
+from onnxedge.errors import InvalidArgument
+from onnxedge.kernels._util import auto_pad_mode, spatial_attr
+from onnxedge.kernels.conv import conv_geometry
+from onnxedge.kernels.pool import pool_geometry
+
+from .library import BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary
+
+FLOAT, UINT8, INT8 = 1, 2, 3
+TypeOf = Callable[[str], Optional[ir.TypeInfo]]
+Run = Callable[[Dict[str, Any]], Optional[List[np.ndarray]]]
+# FusedConv/FusedGemm/FusedMatMul activations the C epilogue has (HardSigmoid it has not).
+FUSED_ACTS = ("", "Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh")
+
+
+def _s(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _elem(type_of: TypeOf, name: str) -> Tuple[int, Optional[int]]:
+    """(element type or 0, rank or None) of a value as far as the graph declares it."""
+    t = type_of(name) if name else None
+    if t is None or t.kind != "tensor":
+        return 0, None
+    return t.elem_type, (None if t.shape is None else len(t.shape))
+
+
+def _need_float(node: ir.Node, type_of: TypeOf, names: Sequence[str]) -> Optional[str]:
+    for n in names:
+        et, _ = _elem(type_of, n)
+        if et not in (0, FLOAT):
+            return "input %r is not float32 (ONNX element type %d); NEON kernels are float32" % (n, et)
+    return None
+
+
+def _need_rank(type_of: TypeOf, name: str, ok: Sequence[int], what: str) -> Optional[str]:
+    _, rank = _elem(type_of, name)
+    if rank is not None and rank not in ok:
+        return "input %r has rank %d; NEON runs %s" % (name, rank, what)
+    return None
+
+
+def _act(node: ir.Node) -> Tuple[str, List[float]]:
+    a = node.attributes
+    return _s(a.get("activation", "")), [float(p) for p in (a.get("activation_params") or [])]
+
+
+def _is_f32(*xs: Optional[np.ndarray]) -> bool:
+    return all(x is None or (isinstance(x, np.ndarray) and x.dtype == np.float32) for x in xs)
+
+
+# ------------------------------------------------------------------------------------ Conv
+
+def check_conv(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+    """Conv / FusedConv: 2-D, float32; FusedConv's activation must be one the epilogue has."""
+    if node.op_type == "FusedConv":
+        act, _ = _act(node)
+        if act not in FUSED_ACTS:
+            return "activation %r has no NEON epilogue (has: %s)" % (act, ", ".join(a for a in FUSED_ACTS if a))
+        if len(node.inputs) > 3 and node.inputs[3]:
+            return "FusedConv's sum input Z is not supported"
+    ks = node.attributes.get("kernel_shape")
+    if ks is not None and len(ks) != 2:
+        return "kernel_shape %s is not 2-D; NEON runs 2-D convolutions" % (list(ks),)
+    return _need_float(node, type_of, node.inputs[:3]) or \
+        _need_rank(type_of, node.inputs[0], (4,), "NCHW 2-D convolutions") or \
+        _need_rank(type_of, node.inputs[1], (4,), "2-D convolutions")
+
+
+def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """Conv through oxk_conv2d; initializer weights packed now."""
+    a = node.attributes
+    act, params = _act(node)
+    group = int(a.get("group", 1))
+    auto_pad = auto_pad_mode(node.op_type, a.get("auto_pad", "NOTSET"))
+    xn, wn = node.inputs[0], node.inputs[1]
+    bn = node.inputs[2] if len(node.inputs) > 2 else ""
+    w0 = consts.get(wn)
+    packed = None
+    if isinstance(w0, np.ndarray) and w0.dtype == np.float32 and w0.ndim == 4 and group >= 1 \
+            and w0.shape[0] % group == 0:
+        packed = lib.conv_pack(w0, group)
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x, w = env[xn], env[wn]
+        b = env[bn] if bn else None
+        if not _is_f32(x, w, b) or x.ndim != 4 or w.ndim != 4:
+            return None
+        ks = a.get("kernel_shape")
+        if ks and [int(k) for k in ks] != list(w.shape[2:]):
+            raise InvalidArgument("%s: kernel_shape %s does not match the weight's spatial shape %s"
+                                  % (node.op_type, list(ks), list(w.shape[2:])))
+        if group < 1 or w.shape[1] * group != x.shape[1] or w.shape[0] % group:
+            raise InvalidArgument("%s: input channels (%d) must equal W.shape[1] (%d) * group (%d), "
+                                  "and W.shape[0] (%d) be a multiple of group"
+                                  % (node.op_type, x.shape[1], w.shape[1], group, w.shape[0]))
+        if b is not None and (b.ndim != 1 or b.shape[0] != w.shape[0]):
+            raise InvalidArgument("%s: bias B must have shape (%d,), got %s" % (node.op_type, w.shape[0], b.shape))
+        strides = spatial_attr(node.op_type, "strides", a.get("strides"), 2, 1, 1)
+        dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), 2, 1, 1)
+        beg, end, out = conv_geometry(node.op_type, x.shape[2:], w.shape[2:], strides, dil,
+                                      a.get("pads"), auto_pad)
+        pw = packed if wn in consts else None
+        y = lib.conv2d(x, w, b, group, strides, dil, (beg[0], beg[1], end[0], end[1]), out,
+                       act, params, packed_w=pw)
+        return [y]
+
+    return run
+
+
+# ------------------------------------------------------------------------------ Gemm/MatMul
+
+def check_gemm(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+    """Gemm / FusedGemm: float32 2-D operands."""
+    if node.op_type == "FusedGemm":
+        act, _ = _act(node)
+        if act not in FUSED_ACTS:
+            return "activation %r has no NEON epilogue" % act
+    return _need_float(node, type_of, node.inputs[:3]) or \
+        _need_rank(type_of, node.inputs[0], (2,), "2-D Gemm") or \
+        _need_rank(type_of, node.inputs[1], (2,), "2-D Gemm")
+
+
+def _bias_for(c: Optional[np.ndarray], beta: float, M: int, N: int
+              ) -> Tuple[Optional[np.ndarray], int, Optional[np.ndarray], float]:
+    """(bias, bias kind, C to pre-load, beta for the kernel) for Gemm's C operand."""
+    if c is None or beta == 0.0:
+        return None, BIAS_NONE, None, 0.0
+    if c.ndim <= 2 and c.size == N and (c.ndim < 2 or c.shape[0] == 1) and (N > 1 or c.ndim <= 1):
+        return (np.float32(beta) * c.reshape(N)).astype(np.float32), BIAS_COL, None, 0.0
+    if c.ndim == 2 and c.shape == (M, 1):
+        return (np.float32(beta) * c.reshape(M)).astype(np.float32), BIAS_ROW, None, 0.0
+    try:
+        np.broadcast_to(c, (M, N))
+    except ValueError:
+        raise InvalidArgument("Gemm: C of shape %s does not broadcast to (%d, %d)" % (c.shape, M, N))
+    return None, BIAS_NONE, c, beta
+
+
+def build_gemm(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """Gemm through oxk_sgemm; an initializer B is packed now, bias + activation fused."""
+    a = node.attributes
+    act, params = _act(node)
+    ta, tb = bool(a.get("transA", 0)), bool(a.get("transB", 0))
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    an, bname = node.inputs[0], node.inputs[1]
+    cn = node.inputs[2] if len(node.inputs) > 2 else ""
+    b0 = consts.get(bname)
+    packed = lib.pack_b(b0, tb) if isinstance(b0, np.ndarray) and b0.dtype == np.float32 \
+        and b0.ndim == 2 else None
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x, w = env[an], env[bname]
+        c = env[cn] if cn else None
+        if not _is_f32(x, w, c) or x.ndim != 2 or w.ndim != 2:
+            return None
+        M = x.shape[1] if ta else x.shape[0]
+        K = x.shape[0] if ta else x.shape[1]
+        K2, N = (w.shape[1], w.shape[0]) if tb else w.shape
+        if K != K2:
+            raise InvalidArgument("%s: op(A) is %dx%d but op(B) is %dx%d (transA=%d, transB=%d)"
+                                  % (node.op_type, M, K, K2, N, ta, tb))
+        bias, kind, cfull, kbeta = _bias_for(c, beta, M, N)
+        y = lib.sgemm(x, w, ta, tb, alpha, kbeta, cfull, bias, kind, act, params,
+                      packed_b=packed if bname in consts else None)
+        return [y]
+
+    return run
+
+
+def check_matmul(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+    """MatMul / FusedMatMul: float32, B of rank >= 2."""
+    if node.op_type == "FusedMatMul":
+        act, _ = _act(node)
+        if act not in FUSED_ACTS:
+            return "activation %r has no NEON epilogue" % act
+    return _need_float(node, type_of, node.inputs[:3]) or \
+        _need_rank(type_of, node.inputs[1], range(2, 64), "MatMul with a B of rank >= 2")
+
+
+def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """MatMul: A (..., M, K) @ B (K, N) as one GEMM; batched B as one GEMM per batch."""
+    act, params = _act(node)
+    an, bname = node.inputs[0], node.inputs[1]
+    biasn = node.inputs[2] if len(node.inputs) > 2 else ""
+    b0 = consts.get(bname)
+    packed = lib.pack_b(b0) if isinstance(b0, np.ndarray) and b0.dtype == np.float32 \
+        and b0.ndim == 2 else None
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x, w = env[an], env[bname]
+        bias = env[biasn] if biasn else None
+        if not _is_f32(x, w, bias) or x.ndim < 1 or w.ndim < 2:
+            return None
+        if x.shape[-1] != w.shape[-2]:
+            raise InvalidArgument("%s: A's last dimension (%d) must equal B's second to last (%d); "
+                                  "shapes %s and %s" % (node.op_type, x.shape[-1], w.shape[-2],
+                                                        x.shape, w.shape))
+        if bias is not None and (bias.ndim != 1 or bias.shape[0] != w.shape[-1]):
+            raise InvalidArgument("%s: bias must be 1-D of size %d, got shape %s"
+                                  % (node.op_type, w.shape[-1], bias.shape))
+        kind = BIAS_COL if bias is not None else BIAS_NONE
+        K, N = w.shape[-2], w.shape[-1]
+        if w.ndim == 2:
+            a2 = np.ascontiguousarray(x).reshape(-1, K)
+            y = lib.sgemm(a2, w, bias=bias, bias_kind=kind, act=act, act_params=params,
+                          packed_b=packed if bname in consts else None)
+            return [y.reshape(x.shape[:-1] + (N,))]
+        xa = x.reshape((1,) + x.shape) if x.ndim == 1 else x
+        batch = np.broadcast_shapes(xa.shape[:-2], w.shape[:-2]) if hasattr(np, "broadcast_shapes") \
+            else np.broadcast(np.empty(xa.shape[:-2]), np.empty(w.shape[:-2])).shape
+        xb = np.broadcast_to(xa, batch + xa.shape[-2:]).reshape((-1,) + xa.shape[-2:])
+        wb = np.broadcast_to(w, batch + w.shape[-2:]).reshape((-1, K, N))
+        y = np.empty((xb.shape[0], xa.shape[-2], N), np.float32)
+        for i in range(xb.shape[0]):
+            lib.sgemm(xb[i], wb[i], bias=bias, bias_kind=kind, act=act, act_params=params, out=y[i])
+        y = y.reshape(batch + (xa.shape[-2], N))
+        return [y[..., 0, :] if x.ndim == 1 else y]
+
+    return run
+
+
+# ------------------------------------------------------------------------------------ pools
+
+def check_pool(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+    """MaxPool / AveragePool (2-D, one output) and the global pools, float32."""
+    if node.op_type == "MaxPool" and len(node.outputs) > 1 and node.outputs[1]:
+        return "MaxPool's Indices output is not produced by the NEON kernel"
+    if node.op_type in ("MaxPool", "AveragePool"):
+        ks = node.attributes.get("kernel_shape") or []
+        if len(ks) != 2:
+            return "kernel_shape %s is not 2-D; NEON runs 2-D pooling" % (list(ks),)
+        bad = _need_rank(type_of, node.inputs[0], (4,), "NCHW 2-D pooling")
+    else:
+        bad = _need_rank(type_of, node.inputs[0], range(3, 64), "inputs of rank >= 3")
+    return _need_float(node, type_of, node.inputs[:1]) or bad
+
+
+def build_pool(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """Windowed pools through oxk_pool2d, global ones through oxk_global_pool."""
+    a, op, xn = node.attributes, node.op_type, node.inputs[0]
+    kind = "max" if "Max" in op else "avg"
+
+    def run_global(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x = env[xn]
+        if not _is_f32(x) or x.ndim < 3 or 0 in x.shape[2:]:
+            return None
+        return [lib.global_pool(x, kind)]
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x = env[xn]
+        if not _is_f32(x) or x.ndim != 4:
+            return None
+        kernel = spatial_attr(op, "kernel_shape", a.get("kernel_shape"), 2, 1, 1)
+        strides = spatial_attr(op, "strides", a.get("strides"), 2, 1, 1)
+        dil = spatial_attr(op, "dilations", a.get("dilations"), 2, 1, 1)
+        beg, end, out = pool_geometry(op, x.shape[2:], kernel, strides, dil, a.get("pads"),
+                                      auto_pad_mode(op, a.get("auto_pad", "NOTSET")),
+                                      int(a.get("ceil_mode", 0)))
+        y = lib.pool2d(x, kind, kernel, strides, dil, (beg[0], beg[1], end[0], end[1]), out,
+                       bool(a.get("count_include_pad", 0)))
+        return [y] + ([None] * (len(node.outputs) - 1))
+
+    return run_global if op.startswith("Global") else run
+
+
+# ------------------------------------------------------------------------------------- int8
+
+def check_qmatmul(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+    """MatMulInteger / QLinearMatMul: int8/uint8 A and a 2-D B."""
+    a_i, b_i = (0, 1) if node.op_type == "MatMulInteger" else (0, 3)
+    for n in (node.inputs[a_i], node.inputs[b_i]):
+        et, _ = _elem(type_of, n)
+        if et not in (0, UINT8, INT8):
+            return "input %r is not int8/uint8 (element type %d)" % (n, et)
+    return _need_rank(type_of, node.inputs[b_i], (2,), "int8 GEMM with a 2-D B")
+
+
+def _zero(env: Dict[str, Any], name: str) -> np.ndarray:
+    return env[name] if name and env.get(name) is not None else np.zeros((), np.int32)
+
+
+def build_qmatmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """int8 GEMM through oxk_qgemm; QLinearMatMul requantizes (float32 scale, round half even)."""
+    ins = list(node.inputs) + [""] * (8 - len(node.inputs))
+    linear = node.op_type == "QLinearMatMul"
+    an, bname = ins[0], ins[3] if linear else ins[1]
+    zan, zbn = (ins[2], ins[5]) if linear else (ins[2], ins[3])
+    b0 = consts.get(bname)
+    packed = lib.qpack_b(b0) if isinstance(b0, np.ndarray) and b0.dtype in (np.int8, np.uint8) \
+        and b0.ndim == 2 else None
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x, w = env[an], env[bname]
+        za, zb = _zero(env, zan), _zero(env, zbn)
+        ok = (np.int8, np.uint8)
+        if x.dtype not in ok or w.dtype not in ok or w.ndim != 2 or x.ndim < 1 \
+                or za.size != 1 or zb.size not in (1, w.shape[1]) or zb.ndim > 1:
+            return None
+        if x.shape[-1] != w.shape[0]:
+            raise InvalidArgument("%s: A's last dimension (%d) must equal B's first (%d)"
+                                  % (node.op_type, x.shape[-1], w.shape[0]))
+        a2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+        acc = lib.qgemm(a2, w, za, zb, packed_b=packed if bname in consts else None)
+        acc = acc.reshape(x.shape[:-1] + (w.shape[1],))
+        if not linear:
+            return [acc]
+        sa, sb, sy = env[ins[1]], env[ins[4]], env[ins[6]]
+        zy = _zero(env, ins[7]) if ins[7] else np.zeros((), np.uint8)
+        if sa.size != 1 or sb.size != 1 or sy.size != 1 or zy.size != 1:
+            return None
+        scale = np.float32(sa.reshape(())) * np.float32(sb.reshape(())) / np.float32(sy.reshape(()))
+        y = np.rint(acc.astype(np.float32) * scale) + np.float32(zy.reshape(()))
+        info = np.iinfo(zy.dtype)
+        return [np.clip(y, info.min, info.max).astype(zy.dtype)]
+
+    return run
+
+
+OPS: Dict[Tuple[str, str], Tuple[Callable[..., Optional[str]], Callable[..., Run]]] = {
+    ("", "Conv"): (check_conv, build_conv),
+    ("com.microsoft", "FusedConv"): (check_conv, build_conv),
+    ("com.onnxedge", "FusedConv"): (check_conv, build_conv),
+    ("", "Gemm"): (check_gemm, build_gemm),
+    ("com.onnxedge", "FusedGemm"): (check_gemm, build_gemm),
+    ("", "MatMul"): (check_matmul, build_matmul),
+    ("com.onnxedge", "FusedMatMul"): (check_matmul, build_matmul),
+    ("", "MaxPool"): (check_pool, build_pool),
+    ("", "AveragePool"): (check_pool, build_pool),
+    ("", "GlobalAveragePool"): (check_pool, build_pool),
+    ("", "GlobalMaxPool"): (check_pool, build_pool),
+    ("", "MatMulInteger"): (check_qmatmul, build_qmatmul),
+    ("", "QLinearMatMul"): (check_qmatmul, build_qmatmul),
+}

@@ -1,0 +1,134 @@
+"""NeonExecutionProvider: runs Conv, Gemm, MatMul, pools, their fused forms and int8 MatMuls on
+onnxedge's C kernels (edge/kernels/), loaded with ctypes.
+
+On aarch64 (Raspberry Pi, phones) the library is the NEON build; on x86_64 it is the host build
+of the same C kernels (SSE2/AVX2), so the provider also runs natively, which the tests use. The
+provider is available only where its library loads.
+
+Options (provider_options): `intra_op_num_threads` (int, 0 = one per CPU; the kernel library's
+thread pool is process-wide, so the last session created decides), `library` ("" or "generic":
+the plain-C vector build), `library_path` (an explicit .so).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from onnxedge import executor, ir
+from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
+from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+
+from . import library
+from .ops import OPS, Run
+
+
+def _int_option(options: Dict[str, Any], key: str, default: int) -> int:
+    v = options.get(key, default)
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        raise InvalidArgument("NeonExecutionProvider option %s=%r: expected an integer >= 0" % (key, v))
+    if n < 0:
+        raise InvalidArgument("NeonExecutionProvider option %s=%r: expected an integer >= 0" % (key, v))
+    return n
+
+
+class NeonExecutionProvider(ExecutionProvider):
+    """onnxedge's C kernels (NEON / host SIMD) for the compute-heavy ops; CPU takes the rest."""
+
+    name = "NeonExecutionProvider"
+    OPTIONS = ("intra_op_num_threads", "library", "library_path")
+
+    def __init__(self, options: Optional[Dict[str, Any]] = None):
+        super().__init__(options)
+        unknown = sorted(set(self.options) - set(self.OPTIONS))
+        if unknown:
+            raise InvalidArgument("NeonExecutionProvider: unknown option(s) %s; known: %s"
+                                  % (unknown, list(self.OPTIONS)))
+        variant = str(self.options.get("library", ""))
+        if variant not in ("", "generic"):
+            raise InvalidArgument("NeonExecutionProvider option library=%r: expected '' or 'generic'"
+                                  % variant)
+        self.lib = library.load(variant, self.options.get("library_path") or None)
+        self.lib.set_num_threads(_int_option(self.options, "intra_op_num_threads", 0))
+        self._reasons: Dict[int, Optional[str]] = {}
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """True where this machine's kernel library exists and loads."""
+        try:
+            library.load()
+        except OnnxEdgeError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ capability
+    def _reason(self, node: ir.Node, graph: Optional[ir.Graph]) -> Optional[str]:
+        spec = OPS.get((node.domain, node.op_type))
+        if spec is None:
+            return "no NEON kernel for %s (domain %s); NEON runs %s" % (
+                node.op_type, node.domain or "ai.onnx",
+                ", ".join(sorted({op for _, op in OPS})))
+        type_of: Callable[[str], Any] = graph.type_of if graph is not None else (lambda name: None)
+        return spec[0](node, type_of)
+
+    def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
+        """Every node with a NEON kernel whose declared types and ranks the kernel takes."""
+        claimed = []
+        for i, node in enumerate(graph.nodes):
+            why = self._reason(node, graph)
+            self._reasons[id(node)] = why
+            if why is None:
+                claimed.append(i)
+        return [claimed]
+
+    def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
+        """Why NEON passes over `node` (the op, a dtype, a rank, an activation), None if it runs it."""
+        if id(node) in self._reasons:
+            return self._reasons[id(node)]
+        return self._reason(node, None)
+
+    # ------------------------------------------------------------------ compile
+    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
+        """Bind each node to its C kernel, packing initializer weights once."""
+        fed = {v.name for v in graph.inputs}
+        consts = {k: v for k, v in graph.initializers.items()
+                  if k not in fed and isinstance(v, np.ndarray)}
+        plan: List[Tuple[ir.Node, Run, Any, List[str]]] = []
+        for i in node_indices:
+            node = graph.nodes[i]
+            run = OPS[(node.domain, node.op_type)][1](node, self.lib, consts)
+            fallback = executor.compile_node(node, ctx.opsets, [], ctx.functions)
+            plan.append((node, run, fallback, ctx.free_after.get(i, [])))
+        run_subgraph = ctx.run_subgraph
+        opsets = ctx.opsets
+
+        def step(env: Dict[str, Any]) -> None:
+            for node, run, fallback, free in plan:
+                try:
+                    outs = run(env)
+                except KeyError as e:
+                    raise RuntimeException("NeonExecutionProvider: %s reads %s, which no input, "
+                                           "initializer or earlier node produced"
+                                           % (node.describe(), e)) from None
+                except OnnxEdgeError as e:
+                    msg = str(e)
+                    raise type(e)("%s at opset %d (NeonExecutionProvider): %s"
+                                  % (node.describe(), opsets.get(node.domain, 0), msg)) from e
+                except Exception as e:
+                    raise RuntimeException("%s (NeonExecutionProvider) failed: %s: %s"
+                                           % (node.describe(), type(e).__name__, e)) from e
+                if outs is None:   # an input the kernel does not take: the CPU kernel runs it
+                    executor.run_compiled([fallback], env, run_subgraph)
+                else:
+                    for name, val in zip(node.outputs, outs):
+                        if name:
+                            env[name] = val
+                for name in free:
+                    env.pop(name, None)
+
+        return Step(self.name, list(node_indices), step)
+
+
+__all__ = ["NeonExecutionProvider"]

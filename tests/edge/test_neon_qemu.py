@@ -1,0 +1,155 @@
+"""The aarch64 NEON build under qemu-aarch64 -cpu cortex-a72 (a Raspberry Pi 4's core), running
+onnxedge itself in the ARM CPython sysroot (make setup: scripts/arm_sysroot.sh): kernel checks on
+edge shapes against numpy, and the MLP and a small CNN end to end against onnxruntime run
+natively on the host. A second run with `-cpu max` covers the dot-product int8 loop."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from onnxedge import model_io
+
+from neon_helpers import REPO, ensure_built, mlp, ort_run, small_cnn, small_cnn_inputs
+
+ARM = os.environ.get("ARM_DIR", os.path.join(REPO, ".arm"))
+QEMU_PY = os.path.join(REPO, "scripts", "qemu-python")
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "neon_qemu_job.py")
+CONVS = {  # name: (x shape, w shape, group, strides, dilations, pads, path)
+    "conv_direct": ((1, 3, 7, 9), (5, 3, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1], "direct3x3"),
+    "conv_dw": ((1, 6, 9, 7), (6, 1, 3, 3), 6, [2, 1], [1, 1], [1, 1, 0, 1], "depthwise"),
+    "conv_im2col": ((2, 4, 6, 5), (6, 2, 3, 2), 2, [1, 2], [2, 1], [2, 0, 1, 1], "im2col"),
+}
+SGEMM = [(1, 1, 1), (7, 13, 5), (9, 17, 260), (1, 128, 64)]
+
+
+def _conv_ref(x, w, group, strides, dil, pads):
+    from onnxedge.kernels.conv import conv
+    return conv(x, w, None, group=group, strides=strides, dilations=dil, pads=pads)
+
+
+def _prepare(d):
+    rng = np.random.default_rng(0)
+    cases = {"sgemm": [], "conv": [], "pool": [], "qgemm": [], "models": []}
+    want = {}
+    for M, N, K in SGEMM:
+        c = "sgemm_%d_%d_%d" % (M, N, K)
+        a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+        bias = rng.standard_normal(N).astype(np.float32)
+        for k, v in (("a", a), ("b", b), ("bias", bias)):
+            np.save(os.path.join(d, "%s_%s.npy" % (c, k)), v)
+        y = a.astype(np.float64) @ b + bias
+        want[c] = 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
+        cases["sgemm"].append(c)
+    for c, (xs, ws, group, s, dil, pads, path) in CONVS.items():
+        x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+        ref = np.maximum(_conv_ref(x, w, group, s, dil, pads), 0)
+        np.save(os.path.join(d, c + "_x.npy"), x)
+        np.save(os.path.join(d, c + "_w.npy"), w)
+        json.dump({"group": group, "strides": s, "dilations": dil, "pads": pads, "path": path,
+                   "out": list(ref.shape[2:])}, open(os.path.join(d, c + ".json"), "w"))
+        want[c] = ref
+        cases["conv"].append(c)
+    from onnxedge.kernels.pool import average_pool, max_pool
+    x = rng.standard_normal((1, 3, 7, 8)).astype(np.float32)
+    for c, kind in (("pool_max", "max"), ("pool_avg", "avg")):
+        attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+        ref = max_pool(None, x, **attrs) if kind == "max" else average_pool(x, count_include_pad=1, **attrs)
+        np.save(os.path.join(d, c + "_x.npy"), x)
+        json.dump({"kind": kind, "kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                   "out": list(ref.shape[2:]), "include_pad": kind == "avg"}, open(os.path.join(d, c + ".json"), "w"))
+        want[c] = ref
+        cases["pool"].append(c)
+    for c, ta, tb in (("q_u8s8", np.uint8, np.int8), ("q_s8s8", np.int8, np.int8)):
+        a = rng.integers(np.iinfo(ta).min, np.iinfo(ta).max + 1, (5, 37)).astype(ta)
+        b = rng.integers(-128, 128, (37, 7)).astype(tb)
+        za, zb = np.array(17, ta), rng.integers(-5, 5, 7).astype(tb)
+        for k, v in (("a", a), ("b", b), ("za", za), ("zb", zb)):
+            np.save(os.path.join(d, "%s_%s.npy" % (c, k)), v)
+        want[c] = (a.astype(np.int64) - 17) @ (b.astype(np.int64) - zb.astype(np.int64))
+        cases["qgemm"].append(c)
+    (m1, f1), m2, f2 = mlp(), small_cnn(), small_cnn_inputs(batch=1)
+    for c, model, feeds in (("mlp", m1, f1), ("cnn", m2, f2)):
+        # the sysroot has no `onnx` package: the model goes as .oxe (numpy + flatbuffers only)
+        model_io.save(model_io.load(model), os.path.join(d, c + ".oxe"))
+        np.savez(os.path.join(d, c + "_in.npz"), **feeds)
+        want[c] = ort_run(model, feeds)[0]   # onnxruntime, natively on the host
+        cases["models"].append(c)
+    json.dump(cases, open(os.path.join(d, "cases.json"), "w"))
+    return want
+
+
+def _qemu(d, stage, cpu="cortex-a72", timeout=600):
+    env = dict(os.environ, PYTHONPATH=stage, QEMU_CPU=cpu, ARM_DIR=ARM)
+    r = subprocess.run([QEMU_PY, JOB, d], env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, "qemu job failed:\n%s\n%s" % (r.stdout[-3000:], r.stderr[-3000:])
+    return json.load(open(os.path.join(d, "report.json")))
+
+
+@pytest.fixture(scope="module")
+def arm(tmp_path_factory):
+    if not os.path.exists(os.path.join(ARM, "sysroot", "usr", "bin", "python3.11")):
+        pytest.fail("no aarch64 sysroot at %s: run `make setup` (scripts/arm_sysroot.sh)" % ARM)
+    ensure_built("aarch64")
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    import arm_stage
+    stage = arm_stage.stage(str(tmp_path_factory.mktemp("stage") / "site"))
+    d = str(tmp_path_factory.mktemp("neon_qemu"))
+    want = _prepare(d)
+    return d, stage, want
+
+
+@pytest.fixture(scope="module")
+def a72(arm):
+    d, stage, want = arm
+    return _qemu(d, stage), d, want
+
+
+def test_runs_as_aarch64_neon(a72):
+    report = a72[0]
+    assert report["machine"] == "aarch64"
+    assert report["backend"] == "neon"
+    assert report["dotprod"] is False            # Cortex-A72 has no dot-product extension
+    assert "NeonExecutionProvider" in report["available"]
+    assert report["library"].endswith("aarch64/libonnxedge_kernels.so")
+
+
+@pytest.mark.parametrize("case", ["sgemm_%d_%d_%d" % s for s in SGEMM] + list(CONVS) +
+                         ["pool_max", "pool_avg"])
+def test_float_kernels_under_qemu(a72, case):
+    _, d, want = a72
+    np.testing.assert_allclose(np.load(os.path.join(d, "out_" + case + ".npy")), want[case],
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["q_u8s8", "q_s8s8"])
+def test_int8_gemm_exact_under_qemu(a72, case):
+    _, d, want = a72
+    np.testing.assert_array_equal(np.load(os.path.join(d, "out_" + case + ".npy")), want[case])
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_models_match_onnxruntime_under_qemu(a72, model):
+    report, d, want = a72
+    np.testing.assert_allclose(np.load(os.path.join(d, "out_" + model + ".npy")), want[model],
+                               rtol=1e-4, atol=1e-5)
+    on_neon = {op for op, p in report["partition"][model] if p == "NeonExecutionProvider"}
+    assert on_neon & ({"Conv", "FusedConv"} if model == "cnn" else {"Gemm", "FusedGemm"})
+
+
+def test_dotprod_int8_loop_under_qemu_cpu_max(arm, tmp_path):
+    d, stage, want = arm
+    cases = json.load(open(os.path.join(d, "cases.json")))
+    sub = str(tmp_path)
+    for name in os.listdir(d):   # only the int8 cases: -cpu max runs the same job, smaller
+        if name.startswith("q_"):
+            os.symlink(os.path.join(d, name), os.path.join(sub, name))
+    json.dump({"qgemm": cases["qgemm"]}, open(os.path.join(sub, "cases.json"), "w"))
+    report = _qemu(sub, stage, cpu="max")
+    assert report["dotprod"] is True
+    for c in cases["qgemm"]:
+        np.testing.assert_array_equal(np.load(os.path.join(sub, "out_" + c + ".npy")), want[c])
