@@ -1,0 +1,71 @@
+"""The WebGPU op table: one module per op family registers its ops here.
+
+An op is `fn(rt, node, inputs, opset) -> list of outputs` (inputs are GpuTensors or host numpy
+arrays; see `runtime.Recorder`) plus `check(node, dtypes, opset) -> reason or None` that says
+whether the provider can claim the node (`dtypes(name)` is a value's inferred numpy dtype or
+None). `host_inputs` are input positions the op needs on the host (shapes, axes, pads…);
+`raw` ops (views, Shape, Constant) get their inputs untouched, never uploaded.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+F32 = np.dtype(np.float32)
+
+
+class OpSpec:
+    """How the provider runs one op type."""
+
+    __slots__ = ("fn", "check", "host_inputs", "raw")
+
+    def __init__(self, fn: Callable[..., Any], check: Optional[Callable[..., Optional[str]]],
+                 host_inputs: Sequence[int], raw: bool):
+        self.fn = fn
+        self.check = check
+        self.host_inputs = frozenset(host_inputs)
+        self.raw = raw
+
+
+OPS: Dict[Tuple[str, str], OpSpec] = {}
+
+
+def register(op_types: Sequence[str], check: Optional[Callable[..., Optional[str]]] = None,
+             host_inputs: Sequence[int] = (), raw: bool = False,
+             domain: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: register fn for these op types (with its claim check)."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for op in op_types:
+            OPS[(domain, op)] = OpSpec(fn, check, host_inputs, raw)
+        return fn
+    return wrap
+
+
+def attr(node: Any, name: str, default: Any = None) -> Any:
+    """A node attribute or its default."""
+    return node.attributes.get(name, default)
+
+
+def float_inputs(node: Any, dtypes: Callable[[str], Any], positions: Sequence[int] = (0,),
+                 ) -> Optional[str]:
+    """Reason unless the inputs at these positions are float32 (missing optional ones pass)."""
+    for i in positions:
+        if i >= len(node.inputs) or not node.inputs[i]:
+            continue
+        dt = dtypes(node.inputs[i])
+        if dt is None:
+            return "input %r has an unknown element type" % node.inputs[i]
+        if dt != F32:
+            return "input %r is %s; the WebGPU kernels take float32" % (node.inputs[i], dt)
+    return None
+
+
+def _load_families() -> None:
+    from . import (elementwise, matmul, conv, pool, normalization, reduce,  # noqa: F401
+                   movement, views, attention)
+
+
+_load_families()
+
+__all__ = ["OPS", "OpSpec", "register", "attr", "float_inputs", "F32"]

@@ -1,0 +1,134 @@
+"""Conv (implicit GEMM: groups, depthwise, strides, pads, dilations), FusedConv (com.microsoft
+and com.onnxedge: bias + activation in the epilogue) and ConvTranspose, for 1-D and 2-D images."""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from onnxedge.kernels._util import auto_pad_mode, spatial_attr
+from onnxedge.kernels.conv import conv_geometry, transpose_geometry
+
+from ..runtime import GpuTensor, Recorder, Uniform, grid
+from . import F32, attr, float_inputs, register
+from .matmul import ACTIVATIONS, FUSED_DOMAIN, activation_of, check_activation
+
+
+def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
+    why = float_inputs(node, dtypes, [0, 1, 2])
+    if why:
+        return why
+    ks = attr(node, "kernel_shape")
+    if ks is not None and len(ks) not in (1, 2):
+        return "%d-D convolution (only 1-D and 2-D run on WebGPU)" % len(ks)
+    if node.op_type == "FusedConv":
+        return check_activation(node)
+    return None
+
+
+def _as_2d(shape: List[int]) -> List[int]:
+    return shape if len(shape) == 4 else shape[:2] + [1] + shape[2:]
+
+
+def conv2d(rt: Recorder, node: Any, x: GpuTensor, w: GpuTensor, b: Optional[GpuTensor],
+           activation: str = "", act_params: Any = (0.0, 0.0),
+           z: Optional[GpuTensor] = None) -> GpuTensor:
+    """Record a (fused) convolution, + Z before the activation; 1-D runs as H = 1."""
+    op = node.op_type
+    if len(x.shape) not in (3, 4) or len(w.shape) != len(x.shape):
+        raise ValueError("%s takes 3-D or 4-D X and W of the same rank, got %s and %s"
+                         % (op, list(x.shape), list(w.shape)))
+    nd = len(x.shape) - 2
+    st = spatial_attr(op, "strides", attr(node, "strides"), nd, 1, 1)
+    dl = spatial_attr(op, "dilations", attr(node, "dilations"), nd, 1, 1)
+    group = int(attr(node, "group", 1))
+    begins, _, out = conv_geometry(op, x.shape[2:], w.shape[2:], st, dl, attr(node, "pads"),
+                                   auto_pad_mode(op, attr(node, "auto_pad", "NOTSET")))
+    if nd == 1:
+        st, dl, begins, out = [1] + st, [1] + dl, [0] + begins, [1] + out
+    N, C, H, W = _as_2d(list(x.shape))
+    OC, cin_g, KH, KW = _as_2d(list(w.shape))
+    if C != cin_g * group or OC % group:
+        raise ValueError("%s: X has %d channels, W %s with group=%d" % (op, C, list(w.shape), group))
+    OH, OW = out
+    M, P, K = OC // group, OH * OW, cin_g * KH * KW
+    y = rt.new([N, OC] + (out if nd == 2 else out[1:]), F32)
+    if y.size == 0:
+        return y
+    if z is not None and tuple(z.shape) != tuple(y.shape):
+        raise ValueError("FusedConv: Z must have the output's shape %s, got %s"
+                         % (list(y.shape), list(z.shape)))
+    t = rt.wgsl_type(F32)
+    has_bias = b is not None
+    zb = 3 if has_bias else 2
+    out_b = zb + (1 if z is not None else 0)
+    p = rt.kernel("conv", T=t, ACT=ACTIVATIONS[activation][0],
+                  OUT_BINDING=out_b, U_BINDING=out_b + 1,
+                  BIAS_DECL=("@group(0) @binding(2) var<storage, read> C: array<%s>;" % t)
+                  if has_bias else "",
+                  BIAS_ADD="v = v + f32(C[g * u.M + m]);" if has_bias else "",
+                  Z_DECL=("@group(0) @binding(%d) var<storage, read> Z: array<%s>;" % (zb, t))
+                  if z is not None else "",
+                  Z_ADD="v = v + f32(Z[y_off + m * u.N + p]);" if z is not None else "")
+    u = (Uniform().u32(M, P, K, group, C, H, W, OW, KH, KW, st[0], st[1])
+         .i32(begins[0], begins[1]).u32(dl[0], dl[1]).f32(act_params[0], act_params[1])
+         .u32(cin_g, 0))
+    if N * group > 65535:
+        raise ValueError("batch x groups = %d exceeds 65535 workgroups" % (N * group))
+    tensors = [x, w] + ([b] if has_bias else []) + ([z] if z is not None else []) + [y]
+    rt.dispatch(p, tensors, u, (-(-P // 64), -(-M // 64), N * group))  # type: ignore[arg-type]
+    return y
+
+
+@register(["Conv"], check=_check)
+def run_conv(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
+    """Conv."""
+    return [conv2d(rt, node, ins[0], ins[1], ins[2] if len(ins) > 2 else None)]
+
+
+def run_fused_conv(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
+    """FusedConv: activation(Conv(X, W, B) + Z)."""
+    name, params = activation_of(node)
+    return [conv2d(rt, node, ins[0], ins[1], ins[2] if len(ins) > 2 else None, name, params,
+                   ins[3] if len(ins) > 3 else None)]
+
+
+register(["FusedConv"], check=_check, domain="com.microsoft")(run_fused_conv)
+register(["FusedConv"], check=_check, domain=FUSED_DOMAIN)(run_fused_conv)
+
+
+@register(["ConvTranspose"], check=_check)
+def run_conv_transpose(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
+    """ConvTranspose (groups, strides, pads, dilations, output_padding / output_shape)."""
+    op = "ConvTranspose"
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    if len(x.shape) not in (3, 4) or len(w.shape) != len(x.shape):
+        raise ValueError("ConvTranspose takes 3-D or 4-D X and W, got %s and %s"
+                         % (list(x.shape), list(w.shape)))
+    nd = len(x.shape) - 2
+    st = spatial_attr(op, "strides", attr(node, "strides"), nd, 1, 1)
+    dl = spatial_attr(op, "dilations", attr(node, "dilations"), nd, 1, 1)
+    opad = spatial_attr(op, "output_padding", attr(node, "output_padding"), nd, 0, 0)
+    group = int(attr(node, "group", 1))
+    begins, out = transpose_geometry(op, x.shape[2:], w.shape[2:], st, dl, attr(node, "pads"),
+                                     auto_pad_mode(op, attr(node, "auto_pad", "NOTSET")), opad,
+                                     attr(node, "output_shape"))
+    if nd == 1:
+        st, dl, begins, out = [1] + st, [1] + dl, [0] + begins, [1] + out
+    N, C, H, W = _as_2d(list(x.shape))
+    _, cout_g, KH, KW = _as_2d(list(w.shape))
+    OC = cout_g * group
+    y = rt.new([N, OC] + (out if nd == 2 else out[1:]), F32)
+    if y.size == 0:
+        return [y]
+    t = rt.wgsl_type(F32)
+    has_bias = b is not None
+    p = rt.kernel("conv_transpose", T=t, OUT_BINDING=3 if has_bias else 2,
+                  U_BINDING=4 if has_bias else 3,
+                  BIAS_DECL=("@group(0) @binding(2) var<storage, read> C: array<%s>;" % t)
+                  if has_bias else "",
+                  BIAS_ADD="v = v + f32(C[co]);" if has_bias else "")
+    u = (Uniform().u32(y.size, C, H, W, OC, out[0], out[1], group, KH, KW, st[0], st[1])
+         .i32(begins[0], begins[1]).u32(dl[0], dl[1]))
+    tensors = [x, w] + ([b] if has_bias else []) + [y]
+    rt.dispatch(p, tensors, u, grid(y.size, 256))
+    return [y]

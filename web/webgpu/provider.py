@@ -1,0 +1,223 @@
+"""`WebGpuExecutionProvider`: runs the nodes it has WGSL kernels for on a WebGPU device.
+
+Each compiled partition keeps its tensors on the device: inputs are uploaded at the partition
+edge (initializers and Constant values once, then cached), every node records its dispatches
+into one command list, and one submit at the end reads back only the values used outside the
+partition (graph outputs, or inputs of later steps). Shapes are known when the step runs and
+travel to the shaders as uniforms, so one pipeline serves every shape.
+
+Options (provider_options): `power_preference` ("high-performance" | "low-power") and
+`preferred_dtype` ("float32" | "float16": float tensors stored as f16 on the device, only when
+the adapter offers `shader-f16`; arithmetic runs in f32 inside the shaders).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from onnxedge import executor, ir
+from onnxedge.errors import EPFail, InvalidArgument, OnnxEdgeError, RuntimeException
+from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+
+from . import device as _device
+from . import types as _types
+from .ops import OPS
+from .runtime import ConstCache, GpuTensor, Recorder, is_gpu
+
+_POWER = ("high-performance", "low-power")
+_DTYPES = ("float32", "float16")
+
+
+class WebGpuExecutionProvider(ExecutionProvider):
+    """WGSL compute kernels over WebGPU (wgpu-py natively, navigator.gpu in the page)."""
+
+    name = "WebGpuExecutionProvider"
+    _available: Optional[bool] = None
+    _lock = threading.Lock()
+
+    def __init__(self, options: Optional[Dict[str, Any]] = None):
+        super().__init__(options)
+        power = str(self.options.get("power_preference", "high-performance"))
+        if power not in _POWER:
+            raise InvalidArgument("WebGpuExecutionProvider option power_preference=%r: expected "
+                                  "one of %s" % (power, list(_POWER)))
+        dtype = str(self.options.get("preferred_dtype", "float32"))
+        if dtype not in _DTYPES:
+            raise InvalidArgument("WebGpuExecutionProvider option preferred_dtype=%r: expected "
+                                  "one of %s" % (dtype, list(_DTYPES)))
+        unknown = set(self.options) - {"power_preference", "preferred_dtype", "device"}
+        if unknown:
+            raise InvalidArgument("WebGpuExecutionProvider has no option(s) %s; it takes "
+                                  "power_preference, preferred_dtype" % sorted(unknown))
+        self.power_preference = power
+        self._device = self.options.get("device")
+        want_f16 = dtype == "float16"
+        if self._device is None:
+            try:
+                self._device = _device.default_device(power, want_f16)
+            except Exception as e:
+                raise EPFail("WebGpuExecutionProvider: no WebGPU adapter (%s)" % e) from e
+        self.f16 = want_f16 and self._device.info.has_f16
+        self._types: Dict[str, Optional[np.dtype]] = {}
+
+    @property
+    def device(self) -> _device.Device:
+        """The device this provider runs on."""
+        return self._device
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """True when a WebGPU adapter is found (wgpu importable natively, or a page device set)."""
+        with cls._lock:
+            if cls._available is None:
+                if _device._DEFAULT:
+                    cls._available = True
+                else:
+                    try:
+                        _device.default_device()
+                        cls._available = True
+                    except Exception:
+                        cls._available = False
+            return cls._available
+
+    # -- capability
+    def _reason(self, node: ir.Node, opset: int) -> Optional[str]:
+        spec = OPS.get((node.domain, node.op_type))
+        if spec is None:
+            return "no WebGPU kernel for %s (domain %s)" % (node.op_type, node.domain or "ai.onnx")
+        if node.subgraphs():
+            return "%s has subgraphs" % node.op_type
+        if spec.check is not None:
+            why = spec.check(node, self._types.get, opset)
+            if why:
+                return "%s: %s" % (node.op_type, why)
+        return None
+
+    def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
+        """Runs of consecutive nodes that have kernels for their op, dtypes and attributes."""
+        self._types = _types.infer(graph)
+        groups: List[List[int]] = []
+        prev = -2
+        for i, node in enumerate(graph.nodes):
+            if self._reason(node, ctx.opset_of(node)) is not None:
+                continue
+            if i != prev + 1 or not groups:
+                groups.append([])
+            groups[-1].append(i)
+            prev = i
+        return groups
+
+    def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
+        """Why a node stays off the GPU: no kernel for the op, its dtype, or an attribute."""
+        return self._reason(node, ctx.opset_of(node))
+
+    # -- compile
+    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
+        """A Step running these nodes with one submit per run."""
+        part = _Partition(self, graph, node_indices, ctx)
+        return Step(self.name, list(node_indices), part.run, part.run_async)
+
+
+class _Partition:
+    """One compiled group of nodes; `run(env)` is the Step's body."""
+
+    def __init__(self, provider: WebGpuExecutionProvider, graph: ir.Graph,
+                 node_indices: List[int], ctx: CompileContext):
+        self.device = provider.device
+        self.f16 = provider.f16
+        self.nodes = [graph.nodes[i] for i in node_indices]
+        self.opsets = [ctx.opset_of(n) for n in self.nodes]
+        self.specs = [OPS[(n.domain, n.op_type)] for n in self.nodes]
+        inside = set(node_indices)
+        produced = {o for n in self.nodes for o in n.outputs if o}
+        read_outside = {o.name for o in graph.outputs}
+        for i, n in enumerate(graph.nodes):
+            if i not in inside:
+                read_outside.update(executor.node_reads(n))
+        self.exported = [name for name in _ordered(produced) if name in read_outside]
+        self.constants = set(graph.initializers)
+        self.constants.update(o for n in self.nodes if n.op_type == "Constant" for o in n.outputs)
+        self.free = [name for i in node_indices for name in ctx.free_after.get(i, [])]
+        self.consts = ConstCache()
+
+    def run(self, env: Dict[str, Any]) -> None:
+        rt = Recorder(self.device, self.f16, self.consts)
+        local: Dict[str, Any] = {}
+        try:
+            gpu_names = self._record(rt, env, local)
+            values = rt.read([local[n] for n in gpu_names]) if gpu_names else []
+        except OnnxEdgeError:
+            raise
+        except Exception as e:
+            raise self._failure(e) from e
+        finally:
+            rt.release()
+        self._export(env, local, gpu_names, values)
+
+    async def run_async(self, env: Dict[str, Any]) -> None:
+        """`run` awaiting the read-back (InferenceSession.run_async; the page's navigator.gpu)."""
+        rt = Recorder(self.device, self.f16, self.consts)
+        local: Dict[str, Any] = {}
+        try:
+            gpu_names = self._record(rt, env, local)
+            values = (await rt.read_async([local[n] for n in gpu_names])) if gpu_names else []
+        except OnnxEdgeError:
+            raise
+        except Exception as e:
+            raise self._failure(e) from e
+        finally:
+            rt.release()
+        self._export(env, local, gpu_names, values)
+
+    def _record(self, rt: Recorder, env: Dict[str, Any], local: Dict[str, Any]) -> List[str]:
+        """Record every node into rt; the exported values that live on the device."""
+        for node, spec, opset in zip(self.nodes, self.specs, self.opsets):
+            self._run_node(rt, node, spec, opset, env, local)
+        return [n for n in self.exported if is_gpu(local.get(n))]
+
+    def _failure(self, e: Exception) -> EPFail:
+        return EPFail("WebGpuExecutionProvider: running nodes %s failed: %s: %s" % (
+            [n.name or n.op_type for n in self.nodes][:5], type(e).__name__, e))
+
+    def _export(self, env: Dict[str, Any], local: Dict[str, Any], gpu_names: List[str],
+                values: List[np.ndarray]) -> None:
+        for name in self.exported:
+            if not is_gpu(local[name]):
+                env[name] = local[name]
+        for name, value in zip(gpu_names, values):
+            env[name] = value
+        for name in self.free:
+            env.pop(name, None)
+
+    def _run_node(self, rt: Recorder, node: ir.Node, spec: Any, opset: int,
+                  env: Dict[str, Any], local: Dict[str, Any]) -> None:
+        ins: List[Any] = []
+        for j, name in enumerate(node.inputs):
+            if not name:
+                ins.append(None)
+                continue
+            value = local[name] if name in local else env[name]
+            if j in spec.host_inputs:
+                value = rt.host(value)
+            elif not spec.raw and not is_gpu(value):
+                value = rt.gpu(value, name if name in self.constants else None)
+            ins.append(value)
+        try:
+            outs = spec.fn(rt, node, ins, opset)
+        except OnnxEdgeError:
+            raise
+        except Exception as e:
+            raise RuntimeException("%s at opset %d failed on WebGPU: %s: %s" % (
+                node.describe(), opset, type(e).__name__, e)) from e
+        for name, value in zip(node.outputs, outs):
+            if name:
+                local[name] = value
+
+
+def _ordered(names: Any) -> List[str]:
+    return sorted(names)
+
+
+__all__ = ["WebGpuExecutionProvider", "GpuTensor"]
