@@ -6,7 +6,6 @@ is a no-op. Uses `threadpoolctl` when installed, otherwise the libraries' own C 
 """
 from __future__ import annotations
 
-import ctypes
 import os
 from typing import List, Optional
 
@@ -42,6 +41,10 @@ def set_blas_threads(n: int) -> Optional[int]:
     else:
         threadpool_limits(limits=n, user_api="blas")
         return 1
+    try:
+        import ctypes
+    except ImportError:   # Pyodide 0.17 has no ctypes (and no BLAS)
+        return None
     done = 0
     for path in _loaded_blas_paths():
         try:
