@@ -147,10 +147,43 @@ def _typed_field(t: Any, code: int, target: np.dtype) -> np.ndarray:
     return np.asarray(t.int32_data, dtype=np.int64).astype(target)
 
 
+MAX_SPARSE_DENSE_BYTES = 1 << 30   # a sparse tensor made dense may take at most this much
+
+
+def check_sparse(s: ir.SparseTensor, what: str = "sparse tensor") -> None:
+    """InvalidGraph unless `s` is well formed: values 1-D, indices [NNZ] (linear) or [NNZ, rank]
+    inside its non-negative dims, and its dense form at most MAX_SPARSE_DENSE_BYTES."""
+    dims, vals, idx = s.dims, s.values, np.asarray(s.indices)
+    if any(d < 0 for d in dims) or len(dims) > 32:
+        raise InvalidGraph("%s has dims %s: expected at most 32 non-negative sizes" % (what, dims))
+    if vals.ndim != 1:
+        raise InvalidGraph("%s: values have shape %s, expected 1-D" % (what, list(vals.shape)))
+    nnz, size = vals.shape[0], 1
+    for d in dims:
+        size *= d
+    if size * vals.dtype.itemsize > MAX_SPARSE_DENSE_BYTES:
+        raise InvalidGraph("%s: its dense form %s would take %d bytes, more than the limit of %d"
+                           % (what, dims, size * vals.dtype.itemsize, MAX_SPARSE_DENSE_BYTES))
+    if idx.dtype.kind not in "iu":
+        raise InvalidGraph("%s: indices have type %s, expected int64" % (what, idx.dtype))
+    if idx.ndim == 1:
+        ok = idx.shape[0] == nnz and (nnz == 0 or (idx.min() >= 0 and idx.max() < size))
+    elif idx.ndim == 2:
+        ok = idx.shape == (nnz, len(dims)) and (nnz == 0 or (
+            (idx >= 0).all() and (idx < np.asarray(dims, dtype=np.int64)).all()))
+    else:
+        ok = False
+    if not ok:
+        raise InvalidGraph("%s: indices of shape %s do not address %d values inside dims %s"
+                           % (what, list(idx.shape), nnz, dims))
+
+
 def sparse_to_ir(s: Any, base_dir: Optional[str] = None) -> ir.SparseTensor:
-    """An IR SparseTensor from a SparseTensorProto."""
-    return ir.SparseTensor(tensor_to_array(s.values, base_dir), tensor_to_array(s.indices, base_dir),
-                           [int(d) for d in s.dims])
+    """An IR SparseTensor from a SparseTensorProto (checked with `check_sparse`)."""
+    out = ir.SparseTensor(tensor_to_array(s.values, base_dir), tensor_to_array(s.indices, base_dir),
+                          [int(d) for d in s.dims])
+    check_sparse(out, "sparse tensor %r" % s.values.name)
+    return out
 
 
 def value_to_python(proto: Any, base_dir: Optional[str] = None) -> Any:

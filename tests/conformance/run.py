@@ -177,8 +177,10 @@ def _parser() -> argparse.ArgumentParser:
                          "op whose function they expand)")
     ap.add_argument("--reference", choices=["onnxruntime"],
                     help="also run onnxruntime on the same cases for a comparison table")
-    ap.add_argument("--engine", choices=["onnxedge", "onnxruntime"], default="onnxedge",
-                    help="the runtime under test (default: %(default)s)")
+    ap.add_argument("--engine", choices=["onnxedge", "onnxedge-oxe", "onnxruntime"],
+                    default="onnxedge",
+                    help="the runtime under test; onnxedge-oxe runs each model after "
+                         ".onnx -> .oxe (and .oxe -> .onnx) (default: %(default)s)")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                     help="per-case time limit, 0 for none (default: %(default)s)")
     ap.add_argument("--json", metavar="PATH", help="write per-case results as JSON")
@@ -229,7 +231,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(report.text_table(engines, results))
 
     rc = 0
-    if main_engine.name == "onnxedge":
+    if main_engine.name in ("onnxedge", "onnxedge-oxe"):
         path = args.expected or expected_file.path_for(args.provider)
         try:
             entries = expected_file.read(path)
