@@ -7,6 +7,9 @@ Targets (default: all whose compiler is installed; `--targets` picks some):
   aarch64   cross build, aarch64-linux-gnu-gcc -march=armv8-a -mtune=cortex-a72, with an
             armv8.2-a+dotprod int8 loop chosen at run time -> edge/neon/lib/aarch64/
   wasm      compile check of the wasm32 simd128 backend (clang-14 -c; objects only)
+  tools     instruction-counting helpers for benchmarks/neon.py, host .so files in
+            edge/kernels/build/tools/: the qemu-user plugin (tools/qemu_insn_count.c) and the
+            callgrind marker (tools/callgrind_mark.c, skipped when valgrind's headers are absent)
 Objects go to edge/kernels/build/<target>/. A library newer than every source is kept unless
 --force. Usage: python edge/kernels/build.py [--targets host,aarch64] [--force]
 """
@@ -28,6 +31,10 @@ HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "qgemm_impl.h"]
 COMMON = ["-O3", "-std=c99", "-D_GNU_SOURCE", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
           "-Wno-unused-parameter", "-Werror"]
 LIBNAME = "libonnxedge_kernels"
+TOOLS_SRC = os.path.join(HERE, "tools")
+TOOLS_OUT = os.path.join(BUILD, "tools")
+QEMU_PLUGIN = os.path.join(TOOLS_OUT, "libqemu_insn_count.so")
+CALLGRIND_MARK = os.path.join(TOOLS_OUT, "libcallgrind_mark.so")
 
 
 def host_arch() -> str:
@@ -133,14 +140,40 @@ def check_wasm(force: bool) -> str:
     return stamp
 
 
+def _tool(src: str, out: str, force: bool) -> str:
+    """Compile one single-file host helper from tools/ into a shared library."""
+    path = os.path.join(TOOLS_SRC, src)
+    if not force and os.path.exists(out) and os.path.getmtime(out) >= max(
+            os.path.getmtime(path), os.path.getmtime(__file__)):
+        print("[build] up to date: %s" % os.path.relpath(out))
+        return out
+    os.makedirs(TOOLS_OUT, exist_ok=True)
+    _run(["gcc", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
+          "-Wno-unused-parameter", "-Werror", "-o", out, path])
+    return out
+
+
+def build_tools(force: bool) -> str:
+    """The instruction counters' helpers: qemu-user plugin (API 1) and callgrind marker."""
+    print("[build] instruction-counting tools (qemu plugin, callgrind marker)")
+    _tool("qemu_insn_count.c", QEMU_PLUGIN, force)
+    if os.path.exists("/usr/include/valgrind/callgrind.h"):
+        _tool("callgrind_mark.c", CALLGRIND_MARK, force)
+    else:
+        print("[build] skipped %s: valgrind's callgrind.h is not installed (make setup-neon installs "
+              "valgrind)" % os.path.relpath(CALLGRIND_MARK))
+    return TOOLS_OUT
+
+
 TARGETS = {"host": (build_host, "gcc"), "generic": (build_generic, "gcc"),
-           "aarch64": (build_aarch64, "aarch64-linux-gnu-gcc"), "wasm": (check_wasm, "clang-14")}
+           "aarch64": (build_aarch64, "aarch64-linux-gnu-gcc"), "wasm": (check_wasm, "clang-14"),
+           "tools": (build_tools, "gcc")}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Build the targets asked for; a missing cross compiler is an error only when named."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--targets", default="", help="comma-separated: host,generic,aarch64,wasm (default all)")
+    ap.add_argument("--targets", default="", help="comma-separated: host,generic,aarch64,wasm,tools (default all)")
     ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
     args = ap.parse_args(argv)
     names = [t for t in args.targets.split(",") if t] or list(TARGETS)
