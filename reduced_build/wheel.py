@@ -1,0 +1,338 @@
+"""Builds a slim onnxedge wheel: the core, only the kernel modules some ops need, chosen extras.
+
+    from onnxedge.reduced_build import scan, wheel
+    req = scan.scan_models(["model.oxe"])
+    result = wheel.build_wheel(req, "dist/", extra_packages=["onnxedge.edge.neon"], arch="aarch64")
+
+The kernel index (`onnxedge/kernels/index.py`) of the slim wheel lists only the ops whose kernel
+modules it carries, so the registry of a reduced build reports any other op as NotImplemented at
+session creation. The wheel's entry points are the installed onnxedge's, limited to the modules
+the wheel holds (a dropped provider's entry point is left out). Files under a `lib/<arch>/` folder
+are kept only for the target architecture; a wheel holding a shared library gets a platform tag
+(`manylinux_2_N_<arch>` from the glibc versions the library asks for, else `linux_<arch>`).
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import zipfile
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from onnxedge.errors import InvalidArgument
+from onnxedge.kernels import index as full_index
+
+from . import scan
+
+ROOT_PACKAGE = "onnxedge"
+KERNELS = "onnxedge/kernels/"
+# kernels/ files every build keeps: the registry and private helpers (index.py is rewritten)
+KERNEL_INFRA = {"__init__", "registry", "index"}
+DATA_SUFFIXES = (".py", ".typed", ".fbs", ".so", ".json", ".wgsl", ".js", ".mjs", ".html", ".wasm")
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)   # fixed timestamps: the same inputs give the same bytes
+REBUILD_HINT = ("this is a reduced onnxedge build, holding only the kernels of "
+                "onnxedge/kernels/required_operators.config: rebuild it with this op added "
+                "(onnxedge.reduced_build scan + wheel.build_wheel, or `onnxedge package rpi` "
+                "for a Pi bundle)")
+ARCHES = ("x86_64", "aarch64", "armv7l", "wasm32")
+ROOMS = ("web", "edge", "reduced_build")   # onnxedge's subpackages that are not the core
+
+
+class BuildResult(NamedTuple):
+    """What `build_wheel` made: the wheel path and what it kept and dropped."""
+
+    path: str
+    tag: str
+    files: List[str]
+    required_ops: List[Tuple[str, str]]
+    kept_ops: List[Tuple[str, str]]
+    dropped_ops: List[Tuple[str, str]]
+    missing_ops: List[Tuple[str, str]]
+    kept_modules: List[str]
+    dropped_modules: List[str]
+    entry_points: Dict[str, Dict[str, str]]
+
+
+# ----------------------------------------------------------------------------- kernels
+
+def _package_dir(package: str) -> str:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidArgument("package %s cannot be found: is it installed (pip install -e .)?"
+                              % package)
+    return list(spec.submodule_search_locations)[0]
+
+
+def _imported_modules(path: str, package: str) -> Set[str]:
+    """Absolute names of the modules a source file imports (relative imports resolved)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[:len(parts) - node.level + 1])
+                base = parent + ("." + base if base else "")
+            out.add(base)
+            out.update(base + "." + a.name for a in node.names)
+    return out
+
+
+def _kernel_refs(path: str, package: str) -> Set[str]:
+    """Kernel modules (names inside onnxedge.kernels) that a source file imports."""
+    prefix = ROOT_PACKAGE + ".kernels."
+    return {m[len(prefix):].split(".")[0] for m in _imported_modules(path, package)
+            if m.startswith(prefix)}
+
+
+def kernel_modules_for(ops: Iterable[Tuple[str, str]],
+                       table: Optional[Dict[Tuple[str, str], List[str]]] = None,
+                       kernel_dir: Optional[str] = None,
+                       also: Iterable[str] = ()) -> Tuple[Set[str], Set[Tuple[str, str]]]:
+    """(kernel modules needed by `ops` and `also`, with what they import; ops no module serves)."""
+    table = full_index.OP_MODULES if table is None else table
+    kernel_dir = kernel_dir or _package_dir(ROOT_PACKAGE + ".kernels")
+    needed: Set[str] = {m for m in also if m not in KERNEL_INFRA and not m.startswith("_")}
+    missing: Set[Tuple[str, str]] = set()
+    for op in ops:
+        mods = table.get(op)
+        if not mods:
+            missing.add(op)
+        needed.update(mods or ())
+    needed = {m for m in needed if os.path.isfile(os.path.join(kernel_dir, m + ".py"))}
+    todo = list(needed)
+    while todo:
+        path = os.path.join(kernel_dir, todo.pop() + ".py")
+        for dep in _kernel_refs(path, ROOT_PACKAGE + ".kernels"):
+            if dep not in needed and dep not in KERNEL_INFRA \
+                    and os.path.isfile(os.path.join(kernel_dir, dep + ".py")):
+                needed.add(dep)
+                todo.append(dep)
+    return needed, missing
+
+
+def restricted_index_source(table: Dict[Tuple[str, str], List[str]], modules: Set[str],
+                            required: Iterable[Tuple[str, str]]) -> str:
+    """index.py for a build keeping `modules`: every op all of whose modules are kept."""
+    req = sorted(required)
+    lines = ['"""Kernel index of a REDUCED onnxedge build (onnxedge.reduced_build); do not edit.',
+             "",
+             "Kernel modules kept: %s." % ", ".join(sorted(modules)),
+             "Ops the build was made for: %s." % ", ".join(
+                 "%s%s" % (d + "." if d else "", o) for d, o in req),
+             "Ops missing here fail at session creation; rebuild the wheel with them (see",
+             "onnxedge/kernels/required_operators.config for what this build was made from).",
+             '"""', "",
+             "# read by the registry (when it supports it) to end its NotImplemented message",
+             "REDUCED_BUILD_HINT = %r" % REBUILD_HINT, "", "OP_MODULES = {"]
+    for key in sorted(table):
+        if table[key] and all(m in modules for m in table[key]):
+            lines.append("    (%r, %r): %r," % (key[0], key[1], list(table[key])))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------- files
+
+def _walk_package(package: str, arch: Optional[str]) -> Dict[str, str]:
+    """{archive name: source path} of a package's files, subpackages included."""
+    top = _package_dir(package)
+    prefix = package.replace(".", "/")
+    out: Dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        rel = os.path.relpath(dirpath, top)
+        parts = [] if rel == "." else rel.split(os.sep)
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith(".")
+                             and not (package == ROOT_PACKAGE and not parts and d in ROOMS))
+        if not os.path.isfile(os.path.join(dirpath, "__init__.py")) and "lib" not in parts:
+            continue   # not a package (and not a library folder of one)
+        if "lib" in parts:
+            i = parts.index("lib")
+            if i + 1 < len(parts) and parts[i + 1] in ARCHES and parts[i + 1] != arch:
+                continue   # a shared library built for another architecture
+        for name in sorted(filenames):
+            if name.endswith(DATA_SUFFIXES) and not name.startswith("."):
+                arc = "/".join([prefix] + parts + [name])
+                out[arc] = os.path.join(dirpath, name)
+    return out
+
+
+def _parents(package: str) -> List[str]:
+    parts = package.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def collect_files(extra_packages: Sequence[str] = (), arch: Optional[str] = None) -> Dict[str, str]:
+    """{archive name: source path} of the core (every kernel module) plus extra packages."""
+    files = _walk_package(ROOT_PACKAGE, arch)
+    for package in extra_packages:
+        if not package.startswith(ROOT_PACKAGE + "."):
+            raise InvalidArgument("extra package %s is not part of onnxedge" % package)
+        for parent in _parents(package)[1:]:
+            init = os.path.join(_package_dir(parent), "__init__.py")
+            files[parent.replace(".", "/") + "/__init__.py"] = init
+        files.update(_walk_package(package, arch))
+    return files
+
+
+def _kernel_module_of(arc: str) -> Optional[str]:
+    if arc.startswith(KERNELS) and arc.count("/") == 2 and arc.endswith(".py"):
+        mod = arc[len(KERNELS):-3]
+        if mod not in KERNEL_INFRA and not mod.startswith("_"):
+            return mod
+    return None
+
+
+def kernels_imported_outside(files: Dict[str, str]) -> Set[str]:
+    """Kernel modules that files other than the kernels import directly (providers, passes)."""
+    out: Set[str] = set()
+    for arc, src in files.items():
+        if arc.endswith(".py") and not arc.startswith(KERNELS):
+            package = arc[:-3].replace("/", ".")
+            if not arc.endswith("/__init__.py"):
+                package = package.rsplit(".", 1)[0]
+            else:
+                package = package[:-len(".__init__")]
+            out |= _kernel_refs(src, package)
+    return out
+
+
+def drop_kernels(files: Dict[str, str], modules: Set[str]) -> List[str]:
+    """Remove the kernel modules not in `modules` from files; returns the dropped names."""
+    dropped = []
+    for arc in list(files):
+        mod = _kernel_module_of(arc)
+        if mod is not None and mod not in modules:
+            dropped.append(mod)
+            del files[arc]
+    return sorted(dropped)
+
+
+# ------------------------------------------------------------------------------ tags
+
+def _glibc_floor(paths: Iterable[str]) -> Optional[Tuple[int, int]]:
+    """The newest GLIBC_x.y symbol version the shared libraries ask for, or None."""
+    best: Optional[Tuple[int, int]] = None
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        for m in re.finditer(rb"GLIBC_(\d+)\.(\d+)", data):
+            v = (int(m.group(1)), int(m.group(2)))
+            best = v if best is None or v > best else best
+    return best
+
+
+def platform_tag(files: Dict[str, str], arch: Optional[str]) -> str:
+    """py3-none-any for pure wheels; a manylinux / linux tag for wheels with a .so."""
+    libs = [src for arc, src in files.items() if arc.endswith(".so")]
+    if not libs:
+        return "py3-none-any"
+    if not arch:
+        raise InvalidArgument("the wheel holds shared libraries (%s): give arch= (e.g. aarch64)"
+                              % ", ".join(sorted(os.path.basename(p) for p in libs)))
+    floor = _glibc_floor(libs)
+    if floor is None or floor[0] != 2:
+        return "py3-none-linux_%s" % arch
+    return "py3-none-manylinux_2_%d_%s" % (max(17, floor[1]), arch)
+
+
+# ------------------------------------------------------------------------- dist-info
+
+def _installed():
+    from importlib import metadata
+    return metadata.distribution(ROOT_PACKAGE)
+
+
+def _module_in(module: str, names: Set[str]) -> bool:
+    path = module.replace(".", "/")
+    return path + ".py" in names or path + "/__init__.py" in names
+
+
+def entry_points_for(names: Set[str]) -> Dict[str, Dict[str, str]]:
+    """The installed onnxedge's entry points whose modules are among the archive names."""
+    out: Dict[str, Dict[str, str]] = {}
+    for ep in _installed().entry_points:
+        module = ep.value.split(":")[0].strip()
+        if _module_in(module, names):
+            out.setdefault(ep.group, {})[ep.name] = ep.value
+    return out
+
+
+def _metadata_text(version: str, summary: str) -> str:
+    requires = [r for r in (_installed().requires or []) if "extra ==" not in r]
+    lines = ["Metadata-Version: 2.1", "Name: %s" % ROOT_PACKAGE, "Version: %s" % version,
+             "Summary: %s" % summary, "Requires-Python: >=3.8", "License: MIT"]
+    lines += ["Requires-Dist: %s" % r for r in requires]
+    return "\n".join(lines) + "\n"
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return "%s,sha256=%s,%d" % (name, digest, len(data))
+
+
+def write_wheel(path: str, contents: Dict[str, bytes]) -> None:
+    """Write a wheel: `contents` plus a RECORD of their sha256 digests, deterministic order."""
+    dist_info = [n for n in contents if n.endswith(".dist-info/WHEEL")]
+    if len(dist_info) != 1:
+        raise InvalidArgument("a wheel needs exactly one .dist-info/WHEEL, got %s" % dist_info)
+    record_name = dist_info[0].rsplit("/", 1)[0] + "/RECORD"
+    order = sorted(n for n in contents if ".dist-info/" not in n) + \
+        sorted(n for n in contents if ".dist-info/" in n)
+    record = [_record_line(n, contents[n]) for n in order] + [record_name + ",,"]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in order + [record_name]:
+            data = contents[name] if name != record_name else ("\n".join(record) + "\n").encode()
+            info = zipfile.ZipInfo(name, ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
+            zf.writestr(info, data)
+
+
+def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Sequence[str] = (),
+                arch: Optional[str] = None, version: Optional[str] = None,
+                all_ops: bool = False) -> BuildResult:
+    """Build the slim wheel into out_dir for the ops of `required` (all_ops keeps every kernel)."""
+    import onnxedge
+    table = full_index.OP_MODULES
+    req_ops = scan.op_pairs(required)
+    files = collect_files(extra_packages, arch)
+    modules, missing = kernel_modules_for(set(table) if all_ops else req_ops, table,
+                                          also=kernels_imported_outside(files))
+    dropped_modules = drop_kernels(files, modules)
+    tag = platform_tag(files, arch)
+    version = version or onnxedge.__version__
+    dist = "%s-%s.dist-info" % (ROOT_PACKAGE, version)
+    contents: Dict[str, bytes] = {}
+    for arc, src in files.items():
+        with open(src, "rb") as f:
+            contents[arc] = f.read()
+    contents[KERNELS + "index.py"] = restricted_index_source(table, modules, req_ops).encode()
+    contents[KERNELS + "required_operators.config"] = scan.format_config(
+        required, "required operators this reduced onnxedge build was made for").encode()
+    eps = entry_points_for(set(contents))
+    kept_ops = sorted(k for k in table if all(m in modules for m in table[k]))
+    summary = "onnxedge reduced build: %d kernel modules, %d ops" % (len(modules), len(kept_ops))
+    contents[dist + "/METADATA"] = _metadata_text(version, summary).encode()
+    contents[dist + "/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: onnxedge.reduced_build %s\n"
+                                 "Root-Is-Purelib: %s\nTag: %s\n"
+                                 % (onnxedge.__version__, "true" if tag.endswith("-any") else "false",
+                                    tag)).encode()
+    contents[dist + "/entry_points.txt"] = "".join(
+        "[%s]\n%s\n" % (group, "".join("%s = %s\n" % kv for kv in sorted(items.items())))
+        for group, items in sorted(eps.items())).encode()
+    contents[dist + "/top_level.txt"] = (ROOT_PACKAGE + "\n").encode()
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "%s-%s-%s.whl" % (ROOT_PACKAGE, version, tag))
+    write_wheel(path, contents)
+    return BuildResult(path, tag, sorted(contents) + [dist + "/RECORD"], sorted(req_ops), kept_ops,
+                       sorted(set(table) - set(kept_ops)), sorted(missing), sorted(modules),
+                       dropped_modules, eps)
