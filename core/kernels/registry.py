@@ -72,6 +72,15 @@ def _index() -> Dict[Tuple[str, str], List[str]]:
     return index.OP_MODULES
 
 
+def _reduced_build_hint() -> str:
+    """How to rebuild, when this is a reduced build whose index says so; else empty."""
+    try:
+        from . import index
+    except ImportError:
+        return ""
+    return getattr(index, "REDUCED_BUILD_HINT", "")
+
+
 def _import_for(domain: str, op_type: str) -> None:
     for mod in _index().get((domain, op_type), ()):
         if mod not in _IMPORTED:
@@ -109,6 +118,9 @@ def resolve(domain: str, op_type: str, opset: int) -> KernelSpec:
         if have:
             extra = "; kernels exist for opsets " + ", ".join(
                 "%d-%s" % (a, "" if b == MAX_OPSET else b) for a, b in sorted(have))
+        hint = _reduced_build_hint()
+        if hint:
+            extra += "; " + hint
         raise NotImplemented("no kernel for op %s (domain %s, opset %d)%s"
                              % (op_type, dom, opset, extra))
     return spec

@@ -278,6 +278,7 @@ def test_dropped_op_fails_at_session_creation(installed, tmp_path):
     proc = _run_isolated(installed, code, _model_for_slim(cos_model(), tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "NotImplemented: no kernel for op Cos (domain ai.onnx, opset 17)" in proc.stdout
+    assert "this is a reduced onnxedge build" in proc.stdout   # and how to rebuild it
 
 
 def _kernel_bytes(path):
