@@ -208,4 +208,10 @@ OP_MODULES = {
     ('ai.onnx.ml', 'Scaler'): ['ml'],
     ('ai.onnx.ml', 'TreeEnsemble'): ['ml'],
     ('com.microsoft', 'FusedConv'): ['conv'],
+    ('com.onnxedge', 'FusedConv'): ['fused'],
+    ('com.onnxedge', 'FusedGemm'): ['fused'],
+    ('com.onnxedge', 'FusedMatMul'): ['fused'],
+    ('com.onnxedge', 'Gelu'): ['fused'],
+    ('com.onnxedge', 'LayerNormalization'): ['fused'],
+    ('com.onnxedge', 'MultiHeadAttention'): ['fused'],
 }

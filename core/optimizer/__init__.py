@@ -1,14 +1,24 @@
 """Graph optimizer: rewrites a model's IR at onnxruntime's levels (basic, extended, all).
 
-`optimize(model, level)` returns the rewritten model; passes live in small modules of this
-package, one job each.
+`optimize(model, level)` returns the rewritten model (the input model is left as it was); passes
+live in `passes/`, one job per module, and `manager.py` runs them to a fixpoint.
+
+- basic: constant folding with the CPU kernels, Identity/Dropout elimination, shape-op folding,
+  Reshape targets computed from the input's shape, Reshape/Squeeze/Unsqueeze/Flatten chains,
+  dead-node elimination.
+- extended (and all): Conv+BatchNormalization, Conv/Gemm/MatMul + bias, Conv + shortcut Add,
+  Gemm/Conv/MatMul + activation, LayerNormalization and Gelu from their decomposed forms, multi-head attention;
+  fused nodes live in the domain `com.onnxedge` (kernels in `onnxedge.kernels.fused`).
 """
 from __future__ import annotations
 
-from typing import Union
+import logging
+from typing import List, Union
 
 from .. import ir
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, OnnxEdgeError
+
+log = logging.getLogger("onnxedge")
 
 LEVELS = ("disable", "basic", "extended", "all")
 
@@ -17,19 +27,59 @@ def level_name(level: Union[str, int]) -> str:
     """Normalize a level given as a name or as GraphOptimizationLevel (0, 1, 2, 99)."""
     if isinstance(level, str):
         name = level.lower().replace("ort_enable_", "").replace("ort_disable_all", "disable")
+        name = "all" if name == "layout" else name
         if name in LEVELS:
             return name
     else:
-        by_int = {0: "disable", 1: "basic", 2: "extended", 99: "all"}
+        by_int = {0: "disable", 1: "basic", 2: "extended", 3: "all", 99: "all"}
         if int(level) in by_int:
             return by_int[int(level)]
     raise InvalidArgument("optimization level %r is not one of %s" % (level, list(LEVELS)))
 
 
 def optimize(model: ir.Model, level: Union[str, int] = "all") -> ir.Model:
-    """The model rewritten by every pass at `level` and below."""
-    level_name(level)
-    return model
+    """The model rewritten by every pass at `level` and below (a copy; `model` is unchanged)."""
+    name = level_name(level)
+    if name == "disable":
+        return model
+    from .manager import PASSES, run_passes
+    out = copy_model(model)
+    try:
+        run_passes(out, out.graph, PASSES[name])
+    except OnnxEdgeError:
+        raise
+    except Exception as e:  # a pass's own bug must not stop a model that runs unoptimized
+        log.warning("graph optimizer failed on graph %r (%s: %s); the model runs unoptimized",
+                    model.graph.name, type(e).__name__, e)
+        return model
+    return out
 
 
-__all__ = ["LEVELS", "level_name", "optimize"]
+def copy_graph(graph: ir.Graph) -> ir.Graph:
+    """A copy of a graph whose nodes, lists and dicts can be edited; arrays are shared."""
+    nodes = []
+    for n in graph.nodes:
+        attrs = {}
+        for key, val in n.attributes.items():
+            if isinstance(val, ir.Graph):
+                val = copy_graph(val)
+            elif isinstance(val, list) and val and isinstance(val[0], ir.Graph):
+                val = [copy_graph(g) for g in val]
+            attrs[key] = val
+        nodes.append(ir.Node(n.op_type, n.inputs, n.outputs, attrs, n.domain, n.name, n.doc_string))
+    def infos(values: List[ir.ValueInfo]) -> List[ir.ValueInfo]:
+        return [ir.ValueInfo(v.name, v.type, v.doc_string) for v in values]
+
+    return ir.Graph(graph.name, nodes, infos(graph.inputs), infos(graph.outputs),
+                    dict(graph.initializers), dict(graph.value_info), graph.doc_string)
+
+
+def copy_model(model: ir.Model) -> ir.Model:
+    """A copy of a model that passes may rewrite without touching the original."""
+    return ir.Model(copy_graph(model.graph), dict(model.opset_imports), model.ir_version,
+                    model.producer_name, model.producer_version, model.domain,
+                    model.model_version, model.doc_string, dict(model.metadata_props),
+                    list(model.functions))
+
+
+__all__ = ["LEVELS", "level_name", "optimize", "copy_model", "copy_graph"]
