@@ -10,13 +10,13 @@ PY38        := $(VENV38)/bin/python
 STAMP       := .make
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup38 test test-unit test38 conformance conformance-report demo bench index clean
+.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test-unit test38 conformance conformance-report demo bench index clean
 
 help:  ## list the targets
 	@echo "onnxedge — make targets:"
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-20s %s\n", $$1, $$2}'
 
-setup: $(STAMP)/venv $(STAMP)/venv38  ## install everything missing (venvs for Python 3.11 and 3.8)
+setup: $(STAMP)/venv $(STAMP)/venv38 setup-browser setup-neon $(STAMP)/apt-flatc setup-webgpu  ## install everything missing (venvs for Python 3.11 and 3.8)
 
 $(STAMP)/venv: pyproject.toml
 	@mkdir -p $(STAMP)
@@ -24,6 +24,14 @@ $(STAMP)/venv: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,bench]'
 	@touch $@
+
+$(STAMP)/apt-flatc:
+	@mkdir -p $(STAMP)
+	command -v flatc >/dev/null || { apt-get update -q && apt-get -o DPkg::Lock::Timeout=900 install -y -q flatbuffers-compiler; }
+	@touch $@
+
+schema: $(STAMP)/apt-flatc  ## regenerate the .oxe FlatBuffers code (core/format/fb/) from core/format/oxe.fbs
+	sh core/format/gen_schema.sh core/format/fb
 
 setup38: $(STAMP)/venv38  ## the Python 3.8 + numpy 1.17.5 venv (what Pyodide 0.17.1 runs)
 
@@ -33,6 +41,61 @@ $(STAMP)/venv38: pyproject.toml
 	test -x $(PY38) || $(PY38_BASE) -m venv $(VENV38)
 	$(PY38) -m pip install -q -e '.[test]'
 	@touch $@
+
+# --- WebGPU natively: wgpu-py (the test extra) on Mesa's lavapipe (CPU Vulkan) ---------------
+setup-webgpu: $(STAMP)/apt-vulkan  ## Mesa's Vulkan drivers (lavapipe) for the WebGPU provider's tests
+
+$(STAMP)/apt-vulkan:
+	@mkdir -p $(STAMP)
+	dpkg -s mesa-vulkan-drivers libvulkan1 >/dev/null 2>&1 || { apt-get update -q && apt-get -o DPkg::Lock::Timeout=900 install -y -q mesa-vulkan-drivers libvulkan1; }
+	@touch $@
+
+test-webgpu: setup  ## the WebGPU provider's tests (kernels, node suite, the three models) on lavapipe
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/webgpu
+
+# --- the browser page (Chromium + Pyodide 0.17.1 from npm + wheels for micropip) -------------
+setup-browser: $(STAMP)/apt-chromium $(STAMP)/npm-web $(STAMP)/wheels-web  ## Chromium, Pyodide 0.17.1 (npm) and the page's wheels
+
+$(STAMP)/apt-chromium:
+	@mkdir -p $(STAMP)
+	test -x /usr/bin/chromium || { apt-get update -q && apt-get -o DPkg::Lock::Timeout=900 install -y -q chromium chromium-driver; }
+	@touch $@
+
+$(STAMP)/npm-web: web/package.json web/package-lock.json
+	@mkdir -p $(STAMP)
+	cd web && npm ci --no-audit --no-fund --ignore-scripts
+	@touch $@
+
+$(STAMP)/wheels-web: $(STAMP)/venv
+	$(PY) -m pip download -q --no-deps --only-binary=:all: -d web/page/wheels flatbuffers==25.12.19
+	@touch $@
+
+test-browser: setup  ## the in-page tests: Pyodide 0.17.1 in headless Chromium (CPU and WebGPU)
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/browser
+
+# --- ARM NEON kernels: aarch64 cross gcc, qemu-user, clang-14 (wasm check), aarch64 CPython sysroot --
+setup-neon: $(STAMP)/arm-sysroot $(STAMP)/neon-kernels  ## aarch64 toolchain + qemu, the ARM python sysroot (.arm/), the C kernels
+
+$(STAMP)/apt-neon:
+	@mkdir -p $(STAMP)
+	command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && command -v clang-14 >/dev/null && command -v wasm-ld-14 >/dev/null || { apt-get update -q && apt-get -o DPkg::Lock::Timeout=900 install -y -q gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user clang-14 lld-14; }
+	@touch $@
+
+$(STAMP)/arm-sysroot: $(STAMP)/apt-neon $(STAMP)/venv scripts/arm_sysroot.sh
+	scripts/arm_sysroot.sh
+	@touch $@
+
+$(STAMP)/apt-valgrind:
+	@mkdir -p $(STAMP)
+	test -f /usr/include/valgrind/callgrind.h || { apt-get update -q && apt-get -o DPkg::Lock::Timeout=900 install -y -q valgrind; }
+	@touch $@
+
+$(STAMP)/neon-kernels: $(STAMP)/apt-neon $(STAMP)/apt-valgrind $(STAMP)/venv $(wildcard edge/kernels/*.c edge/kernels/*.h edge/kernels/tools/*.c) edge/kernels/build.py
+	$(PY) edge/kernels/build.py
+	@touch $@
+
+neon-kernels: $(STAMP)/apt-neon $(STAMP)/apt-valgrind  ## rebuild the C kernel libraries (host + aarch64) into edge/neon/lib/, and the instruction counters
+	$(PY) edge/kernels/build.py
 
 test: setup  ## run every test: Python 3.11 (all) and Python 3.8 + numpy 1.17 (core + conformance)
 	$(PY) tests/conformance/cases.py
@@ -54,6 +117,10 @@ demo: setup  ## run the default model (the MLP) through the CLI
 	$(PY) demo/make_models.py
 	$(VENV)/bin/onnxedge inspect demo/models/mlp.onnx
 	$(VENV)/bin/onnxedge run demo/models/mlp.onnx --input input=demo/models/mlp_input.npy --repeat 20
+
+.PHONY: demo-rpi
+demo-rpi: setup  ## the Raspberry Pi bundle of the demo MLP (build/rpi/), installed and queried under qemu
+	$(PY) demo/raspberry_pi/make_bundle.py --out build/rpi/mlp-pi --try-qemu
 
 bench: setup  ## benchmarks vs onnxruntime: JSON + PNG in benchmarks/results/
 	$(PY) benchmarks/run.py

@@ -233,6 +233,12 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=int, default=240, help="per configuration")
     p.add_argument("--budget-s", type=float, default=60.0,
                    help="stop timing a configuration after this long (min 3 runs)")
+    p.add_argument("--no-neon", action="store_true",
+                   help="skip the NEON provider comparison (benchmarks/neon.py)")
+    p.add_argument("--no-webgpu", action="store_true",
+                   help="skip the WebGPU provider comparison (benchmarks/webgpu.py)")
+    p.add_argument("--no-oxe", action="store_true",
+                   help="skip the .oxe vs .onnx load benchmark (benchmarks/load_oxe.py)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
@@ -283,6 +289,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print()
     print(markdown_table(results))
     print("\nwrote %s/latest.json and latest.png in %.0f s" % (args.out, report["elapsed_s"]))
+    if not args.no_neon and "NeonExecutionProvider" in __import__("onnxedge").get_available_providers():
+        from benchmarks import neon   # NEON provider vs numpy CPU provider: neon.json / neon.png
+        neon.main(["--out", args.out])
+    if not args.no_webgpu and "WebGpuExecutionProvider" in __import__("onnxedge").get_available_providers():
+        from benchmarks import webgpu   # WebGPU provider vs CPU provider: webgpu.json / webgpu.png
+        webgpu.main(["--out", args.out, "--model-dir", args.model_dir])
+    if not args.no_oxe:
+        from benchmarks import load_oxe   # .oxe vs .onnx open time and memory: load_oxe.json / .png
+        if load_oxe.main(["--out", args.out]):
+            return 1
     return 1 if any("error" in r for r in results) else 0
 
 

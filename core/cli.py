@@ -175,6 +175,50 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size_text(n: int) -> str:
+    return "%.2f MB" % (n / 1e6) if n >= 1e5 else "%d bytes" % n
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Convert between .onnx and .oxe (either way, without loss), optionally optimizing."""
+    from . import model_io
+    src, dst = args.model, args.output
+    if os.path.abspath(src) == os.path.abspath(dst):
+        raise InvalidArgument("convert: the output %s is the input model itself" % dst)
+    if not dst.lower().endswith((".oxe", ".onnx")):
+        raise InvalidArgument("convert: output %r must end in .oxe or .onnx" % dst)
+    t0 = time.perf_counter()
+    model = model_io.load(src)
+    t_load = time.perf_counter() - t0
+    print("loaded %s (%s, %d nodes) in %.3f s" % (src, _size_text(os.path.getsize(src)),
+                                                  len(model.graph.nodes), t_load))
+    if args.optimize != "disable":
+        from .optimizer import optimize
+        t0 = time.perf_counter()
+        before = len(model.graph.nodes)
+        model = optimize(model, args.optimize)
+        print("optimized (%s): %d -> %d nodes in %.3f s" % (args.optimize, before,
+                                                            len(model.graph.nodes),
+                                                            time.perf_counter() - t0))
+
+    def progress(done: int, total: int) -> None:
+        print("  writing tensor data: %d%% of %s" % (100 * done // max(total, 1),
+                                                     _size_text(total)), flush=True)
+    t0 = time.perf_counter()
+    if dst.lower().endswith(".oxe"):
+        model_io.save(model, dst, external_data_threshold=args.external_data_threshold,
+                      progress=progress)
+    else:
+        model_io.save(model, dst, external_data_threshold=args.external_data_threshold)
+    extra = ""
+    if args.external_data_threshold is not None and os.path.isfile(dst + ".data"):
+        extra = " + %s external data in %s" % (_size_text(os.path.getsize(dst + ".data")),
+                                               dst + ".data")
+    print("wrote %s (%s%s) in %.3f s" % (dst, _size_text(os.path.getsize(dst)), extra,
+                                         time.perf_counter() - t0))
+    return 0
+
+
 def _plugin_commands() -> list:
     from .providers.discovery import _entry_points
     return _entry_points(COMMAND_GROUP)
@@ -204,6 +248,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--providers", help="comma-separated execution providers, in priority order")
     p.add_argument("--verbose", "-v", action="store_true", help="list the provider of every node")
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("convert", help="convert .onnx <-> .oxe (lossless), optionally optimizing")
+    p.add_argument("model", help="path to a .onnx or .oxe model")
+    p.add_argument("--output", "-o", required=True, help="output path: .oxe or .onnx")
+    p.add_argument("--optimize", choices=["disable", "basic", "extended", "all"],
+                   default="disable", help="graph optimization level (default: %(default)s)")
+    p.add_argument("--external-data-threshold", type=int, metavar="BYTES",
+                   help="store initializers of at least BYTES bytes in OUTPUT.data beside it")
+    p.set_defaults(func=cmd_convert)
+
+    from . import serve
+    serve.add_parser(sub)
 
     for ep in _plugin_commands():
         try:

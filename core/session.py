@@ -181,9 +181,9 @@ class InferenceSession:
             set_blas_threads(int(opts.intra_op_num_threads))
         self._model = load(path_or_bytes)
         self._model_path = path_or_bytes if isinstance(path_or_bytes, (str, os.PathLike)) else None
-        graph = self._model.graph
-        checker.check_graph(graph)
+        checker.check_graph(self._model.graph)
         self._optimize(opts)
+        graph = self._model.graph
         self._providers = self._create_providers(_normalize_providers(providers, provider_options))
         self._functions = {(f.domain, f.name): f for f in self._model.functions}
         opsets = dict(self._model.opset_imports)
@@ -210,15 +210,15 @@ class InferenceSession:
     # ------------------------------------------------------------------ construction helpers
 
     def _optimize(self, opts: SessionOptions) -> None:
-        """Check the optimization level and write the model when optimized_model_filepath is set.
-
-        No rewriting pass exists yet at any level, so the written model is the loaded one
-        (topologically sorted).
-        """
+        """Rewrite the model at `graph_optimization_level` (ORT_DISABLE_ALL keeps it as loaded)
+        and write the result when optimized_model_filepath is set (`.oxe` or `.onnx`)."""
         level = int(opts.graph_optimization_level)
         if level not in {int(x) for x in GraphOptimizationLevel}:
             raise InvalidArgument("graph_optimization_level %r is not one of %s"
                                   % (level, [x.name for x in GraphOptimizationLevel]))
+        if level != int(GraphOptimizationLevel.ORT_DISABLE_ALL):
+            from . import optimizer
+            self._model = optimizer.optimize(self._model, level)
         if opts.optimized_model_filepath:
             from . import model_io
             model_io.save(self._model, opts.optimized_model_filepath)
@@ -294,13 +294,33 @@ class InferenceSession:
     def run(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
             run_options: Optional[RunOptions] = None) -> List[Any]:
         """Run the model; returns the requested outputs (all when output_names is None/empty)."""
+        names, env = self._start_run(output_names, input_feed, run_options)
+        for step in self._plan.steps:
+            step.run(env)
+        return self._collect(env, names)
+
+    async def run_async(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
+                        run_options: Optional[RunOptions] = None) -> List[Any]:
+        """`run` as a coroutine: awaits the steps whose device reads back asynchronously (WebGPU
+        in a browser page, where blocking on the GPU is impossible); the same results as `run`."""
+        names, env = self._start_run(output_names, input_feed, run_options)
+        for step in self._plan.steps:
+            if step.run_async is not None:
+                await step.run_async(env)
+            else:
+                step.run(env)
+        return self._collect(env, names)
+
+    def _start_run(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
+                   run_options: Optional[RunOptions]) -> Tuple[List[str], Dict[str, Any]]:
         names = self._check_output_names(output_names)
         if run_options is not None and run_options.terminate:
             raise InvalidArgument("run_options.terminate is set: the run was cancelled")
         env = dict(self._initializers)
         env.update(self._check_feeds(input_feed))
-        for step in self._plan.steps:
-            step.run(env)
+        return names, env
+
+    def _collect(self, env: Dict[str, Any], names: List[str]) -> List[Any]:
         try:
             outs = [env[name] for name in names]
         except KeyError as e:

@@ -1,7 +1,7 @@
 """The execution-provider interface that the partitioner and the session talk to."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional
 
 from .. import ir
 
@@ -28,12 +28,19 @@ class CompileContext:
 
 
 class Step:
-    """A compiled group of nodes: `run(env)` reads its inputs from env and writes its outputs."""
+    """A compiled group of nodes: `run(env)` reads its inputs from env and writes its outputs.
 
-    def __init__(self, provider: str, node_indices: List[int], run: Callable[[Dict[str, Any]], None]):
+    `run_async(env)`, when a provider gives one, is a coroutine function doing the same without
+    blocking (a device whose readback is a promise, as WebGPU in a browser page);
+    `InferenceSession.run_async` awaits it and calls `run` for steps without one.
+    """
+
+    def __init__(self, provider: str, node_indices: List[int], run: Callable[[Dict[str, Any]], None],
+                 run_async: Optional[Callable[[Dict[str, Any]], Awaitable[None]]] = None):
         self.provider = provider
         self.node_indices = node_indices
         self.run = run
+        self.run_async = run_async
 
 
 class ExecutionProvider:

@@ -231,8 +231,17 @@ def test_optimized_model_filepath_writes_a_loadable_model(tmp_path):
     again = onnxedge.InferenceSession(str(tmp_path / "out.onnx"))
     np.testing.assert_allclose(again.run(["y"], {"x": x})[0], _reference(x, *weights)[0], rtol=1e-5, atol=1e-6)
     opts.optimized_model_filepath = str(tmp_path / "out.oxe")
-    with pytest.raises(onnxedge.NotImplemented, match=r"\.oxe format"):
-        onnxedge.InferenceSession(data, opts)
+    onnxedge.InferenceSession(data, opts)
+    with open(str(tmp_path / "out.oxe"), "rb") as f:
+        assert f.read(8)[4:8] == b"OXE1"
+    again = onnxedge.InferenceSession(str(tmp_path / "out.oxe"))
+    np.testing.assert_allclose(again.run(["y"], {"x": x})[0], _reference(x, *weights)[0], rtol=1e-5, atol=1e-6)
+    opts.optimized_model_filepath = str(tmp_path / "out.model")   # like ORT: not .oxe -> ONNX
+    onnxedge.InferenceSession(data, opts)
+    with open(str(tmp_path / "out.model"), "rb") as f:
+        assert f.read(8)[4:8] != b"OXE1"
+    again = onnxedge.InferenceSession(str(tmp_path / "out.model"))
+    np.testing.assert_allclose(again.run(["y"], {"x": x})[0], _reference(x, *weights)[0], rtol=1e-5, atol=1e-6)
 
 
 def test_newer_ir_and_opset_load_when_every_op_resolves():
