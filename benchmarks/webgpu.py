@@ -56,6 +56,23 @@ def bench_model(name: str, path: str, runs: int, warmup: int) -> Dict[str, objec
             out["nodes_on_webgpu"] = sum(r["provider"] == WEBGPU[0] for r in report)
             out["nodes"] = len(report)
     out["max_abs_diff"] = float(np.max(np.abs(results["webgpu"] - results["cpu"])))
+    out["gpu_temp_bytes_per_run"] = temp_bytes(path, feeds)
+    return out
+
+
+def temp_bytes(path: str, feeds: Dict[str, np.ndarray]) -> Dict[str, int]:
+    """Bytes of temporary device buffers one run draws, without and with in-run reuse."""
+    from onnxedge.web.webgpu import runtime
+    out = {}
+    for label, reuse in (("without_reuse", False), ("with_reuse", True)):
+        runtime.Recorder.reuse_in_run = reuse
+        try:
+            sess = onnxedge.InferenceSession(path, providers=WEBGPU)
+            sess.run(None, feeds)
+        finally:
+            runtime.Recorder.reuse_in_run = True
+        parts = [s.run.__self__ for s in sess._plan.steps if s.provider == WEBGPU[0]]
+        out[label] = int(sum(p.last_stats.get("temp_bytes", 0) for p in parts))
     return out
 
 
@@ -127,6 +144,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("webgpu %-13s WebGPU %9.2f ms   CPU %9.2f ms   (%d/%d nodes on WebGPU, max diff %.2g)"
               % (name, r["webgpu"]["median_ms"], r["cpu"]["median_ms"], r["nodes_on_webgpu"],
                  r["nodes"], r["max_abs_diff"]))
+        tb = r["gpu_temp_bytes_per_run"]
+        print("webgpu %-13s GPU temporaries per run: %.2f MB without in-run reuse, %.2f MB with"
+              % (name, tb["without_reuse"] / 1e6, tb["with_reuse"] / 1e6))
     mm = []
     for n in args.matmul:
         r = bench_matmul(n, args.runs, args.warmup)

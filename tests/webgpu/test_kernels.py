@@ -232,3 +232,41 @@ def test_fused_gemm_matmul_attention(webgpu):
     feeds = {"x": f(3, 8, 16), "s": f(16)}
     compare(model([mk("LayerNormalization", ["x", "s"], ["y"], domain=d[0])], feeds, domains=d),
             feeds)
+
+
+def test_mish_matches_float64_reference(webgpu):
+    import onnxedge
+    x = np.linspace(-30, 30, 12001).astype(np.float32)
+    sess = onnxedge.InferenceSession(model([mk("Mish", ["x"], ["y"])], {"x": x}, opset=18),
+                                     providers=webgpu)
+    assert sess.partition_report()[0]["provider"] == "WebGpuExecutionProvider"
+    x64 = x.astype(np.float64)
+    want = x64 * np.tanh(np.log1p(np.exp(x64)))
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=2e-6, atol=1e-30)
+
+
+def test_conv_transpose_claim_uses_weight_rank(webgpu):
+    import onnxedge
+    from onnx import TensorProto
+    x = f(1, 2, 5, 6)
+    w = f(2, 3, 3, 3)
+    feeds = {"x": x, "w": w}
+    compare(model([mk("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])], feeds), feeds,
+            atol=1e-4)   # no kernel_shape, weight rank from its declared shape: on WebGPU
+    x3, w3 = f(1, 1, 3, 4, 5), f(1, 2, 3, 3, 3)
+    m = model([mk("ConvTranspose", ["x", "w"], ["y"])], {"x": x3}, {"w": w3})
+    sess = onnxedge.InferenceSession(m, providers=webgpu)
+    (row,) = sess.partition_report()
+    assert row["provider"] == "CPUExecutionProvider"
+    assert "3-D convolution" in row["fallback_reasons"]["WebGpuExecutionProvider"]
+    np.testing.assert_allclose(sess.run(None, {"x": x3})[0], onnxedge.InferenceSession(
+        m, providers=["CPUExecutionProvider"]).run(None, {"x": x3})[0])
+    g = helper.make_graph(
+        [mk("ConvTranspose", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    (row,) = onnxedge.InferenceSession(m, providers=webgpu).partition_report()
+    assert row["provider"] == "CPUExecutionProvider"
+    assert "rank of weight 'w' is unknown" in row["fallback_reasons"]["WebGpuExecutionProvider"]

@@ -24,7 +24,7 @@ from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
 from . import device as _device
 from . import types as _types
 from .ops import OPS
-from .runtime import ConstCache, GpuTensor, Recorder, is_gpu
+from .runtime import ConstCache, GpuTensor, Recorder, dead_after, is_gpu
 
 _POWER = ("high-performance", "low-power")
 _DTYPES = ("float32", "float16")
@@ -60,7 +60,7 @@ class WebGpuExecutionProvider(ExecutionProvider):
             except Exception as e:
                 raise EPFail("WebGpuExecutionProvider: no WebGPU adapter (%s)" % e) from e
         self.f16 = want_f16 and self._device.info.has_f16
-        self._types: Dict[str, Optional[np.dtype]] = {}
+        self._types = _types.ValueTypes()
 
     @property
     def device(self) -> _device.Device:
@@ -90,7 +90,7 @@ class WebGpuExecutionProvider(ExecutionProvider):
         if node.subgraphs():
             return "%s has subgraphs" % node.op_type
         if spec.check is not None:
-            why = spec.check(node, self._types.get, opset)
+            why = spec.check(node, self._types, opset)
             if why:
                 return "%s: %s" % (node.op_type, why)
         return None
@@ -141,6 +141,8 @@ class _Partition:
         self.constants.update(o for n in self.nodes if n.op_type == "Constant" for o in n.outputs)
         self.free = [name for i in node_indices for name in ctx.free_after.get(i, [])]
         self.consts = ConstCache()
+        self.dead_after = dead_after(self.nodes, self.exported)
+        self.last_stats: Dict[str, int] = {}
 
     def run(self, env: Dict[str, Any]) -> None:
         rt = Recorder(self.device, self.f16, self.consts)
@@ -173,8 +175,10 @@ class _Partition:
 
     def _record(self, rt: Recorder, env: Dict[str, Any], local: Dict[str, Any]) -> List[str]:
         """Record every node into rt; the exported values that live on the device."""
-        for node, spec, opset in zip(self.nodes, self.specs, self.opsets):
+        for node, spec, opset, dead in zip(self.nodes, self.specs, self.opsets, self.dead_after):
             self._run_node(rt, node, spec, opset, env, local)
+            rt.drop(local, dead)
+        self.last_stats = rt.stats
         return [n for n in self.exported if is_gpu(local.get(n))]
 
     def _failure(self, e: Exception) -> EPFail:

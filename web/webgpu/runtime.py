@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import template
-from .device import MAX_WORKGROUPS, CommandList, Device, Pipeline
+from .device import MAX_WORKGROUPS, CommandList, Device, Pipeline, _round_capacity
 
 MAX_RANK = 8
 
@@ -140,8 +140,37 @@ class ConstCache:
 _INT_LIMIT = 2 ** 31
 
 
+def dead_after(nodes: Sequence[Any], keep: Sequence[str]) -> List[List[str]]:
+    """For each node of a partition (in order), the values produced inside it whose last use
+    inside it is that node (read, or produced and never read); `keep` (exported) never die."""
+    last: Dict[str, int] = {}
+    for k, node in enumerate(nodes):
+        for name in node.outputs:
+            if name:
+                last[name] = k
+    produced = set(last)
+    for k, node in enumerate(nodes):
+        for name in node.inputs:
+            if name in produced:
+                last[name] = max(last[name], k)
+    out: List[List[str]] = [[] for _ in nodes]
+    kept = set(keep)
+    for name in sorted(last):
+        if name not in kept:
+            out[last[name]].append(name)
+    return out
+
+
 class Recorder:
-    """Records one run of a partition; ops call `new`, `gpu`, `host`, `kernel`, `dispatch`."""
+    """Records one run of a partition; ops call `new`, `gpu`, `host`, `kernel`, `dispatch`.
+
+    Buffers of values that died during the run (`drop`) are reused by later `new` outputs of
+    the same run: a later dispatch writes them after the earlier ones read them (WebGPU orders
+    dispatches). Uploads never take such a buffer, since uploads happen before every command.
+    `stats`: bytes drawn from the device pool by this run and buffers reused within it.
+    `reuse_in_run = False` turns the reuse off (to measure what it saves)."""
+
+    reuse_in_run = True
 
     def __init__(self, device: Device, f16: bool = False, consts: Optional[ConstCache] = None):
         self.device = device
@@ -149,6 +178,9 @@ class Recorder:
         self.consts = consts
         self.cmds = CommandList()
         self._temps: List[Any] = []
+        self._temp_ids: set = set()
+        self._free: Dict[int, List[Any]] = {}
+        self.stats = {"temp_bytes": 0, "temp_buffers": 0, "reused_in_run": 0}
 
     # -- types
     def wgsl_type(self, dtype: Any) -> str:
@@ -172,12 +204,45 @@ class Recorder:
         return "enable f16;" if self.f16 else ""
 
     # -- tensors
-    def new(self, shape: Sequence[int], dtype: Any = np.float32) -> GpuTensor:
-        """A fresh device tensor (pooled buffer, released after the run)."""
-        n = int(np.prod(shape, dtype=np.int64)) * self.storage_dtype(dtype).itemsize
-        buf = self.device.acquire(max(4, n))
-        self._temps.append(buf)
+    def new(self, shape: Sequence[int], dtype: Any = np.float32, upload: bool = False
+            ) -> GpuTensor:
+        """A device tensor for an op's output (a buffer freed earlier in this run, or one from
+        the pool; released after the run). `upload`: to be written by an upload, so never a
+        buffer freed in this run."""
+        n = max(4, int(np.prod(shape, dtype=np.int64)) * self.storage_dtype(dtype).itemsize)
+        cap = _round_capacity(n)
+        fits = [] if upload else [c for c in self._free if c >= cap]
+        if fits:   # best fit: the smallest free buffer that holds it
+            best = min(fits)
+            buf = self._free[best].pop()
+            if not self._free[best]:
+                del self._free[best]
+            # earlier dispatches of this run bind it too, with its size read at execute time
+            buf.nbytes = max(buf.nbytes, n)
+            self.stats["reused_in_run"] += 1
+        else:
+            buf = self.device.acquire(n)
+            self._temps.append(buf)
+            self._temp_ids.add(buf.id)
+            self.stats["temp_bytes"] += buf.capacity
+            self.stats["temp_buffers"] += 1
         return GpuTensor(buf, shape, dtype)
+
+    def drop(self, local: Dict[str, Any], names: Sequence[str]) -> None:
+        """Forget dead values; a temporary buffer no live value (views included) still uses
+        becomes free for later outputs of this run."""
+        dropped = [local.pop(name) for name in names if name in local]
+        if not self.reuse_in_run:
+            return
+        bufs = {v.buffer.id: v.buffer for v in dropped
+                if isinstance(v, GpuTensor) and v.buffer.id in self._temp_ids}
+        if not bufs:
+            return
+        for v in local.values():
+            if isinstance(v, GpuTensor):
+                bufs.pop(v.buffer.id, None)
+        for buf in bufs.values():
+            self._free.setdefault(buf.capacity, []).append(buf)
 
     def to_storage(self, array: np.ndarray) -> np.ndarray:
         """A host array converted to its device storage type (int64 range-checked)."""
@@ -206,7 +271,7 @@ class Recorder:
             t = GpuTensor(self.device.upload(data), array.shape, array.dtype)
             self.consts.put(const_name, value, self.f16, t)  # type: ignore
             return t
-        t = self.new(array.shape, array.dtype)
+        t = self.new(array.shape, array.dtype, upload=True)
         if data.nbytes:
             self.cmds.upload(t.buffer, data)
         return t
@@ -265,7 +330,9 @@ class Recorder:
         for b in self._temps:
             self.device.release(b)
         self._temps = []
+        self._temp_ids = set()
+        self._free = {}
 
 
-__all__ = ["GpuTensor", "Uniform", "Recorder", "ConstCache", "grid", "strides_of",
+__all__ = ["GpuTensor", "Uniform", "Recorder", "ConstCache", "dead_after", "grid", "strides_of",
            "broadcast_strides", "is_gpu", "MAX_RANK"]

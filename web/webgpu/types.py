@@ -42,21 +42,44 @@ def _constant_type(node: ir.Node) -> Optional[np.dtype]:
     return None
 
 
-def infer(graph: ir.Graph) -> Dict[str, Optional[np.dtype]]:
+class ValueTypes(dict):
+    """Value name -> numpy dtype (None where unknown); calling it is `get`. `rank(name)` is the
+    value's rank where an initializer or a declared shape tells it (claim checks that need it,
+    e.g. ConvTranspose without kernel_shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranks: Dict[str, int] = {}
+
+    def __call__(self, name: str) -> Optional[np.dtype]:
+        return self.get(name)
+
+    def rank(self, name: str) -> Optional[int]:
+        """The rank of a value, or None when nothing in the graph declares it."""
+        return self.ranks.get(name)
+
+
+def infer(graph: ir.Graph) -> ValueTypes:
     """Map every value name to its numpy dtype (None where it cannot be told)."""
-    types: Dict[str, Optional[np.dtype]] = {}
+    types = ValueTypes()
     for vi in list(graph.inputs) + list(graph.outputs) + list(graph.value_info.values()):
         t = vi.type
         if t is not None and getattr(t, "kind", "") == "tensor" and t.elem_type:
             types[vi.name] = _numpy(t.elem_type)
+            if t.shape is not None:
+                types.ranks[vi.name] = len(t.shape)
     for name, value in graph.initializers.items():
         if isinstance(value, np.ndarray):
             types[name] = value.dtype
+            types.ranks[name] = value.ndim
     for node in graph.nodes:
         first = types.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
         op = node.op_type
         if op == "Constant":
             out: Optional[np.dtype] = _constant_type(node)
+            value = node.attributes.get("value")
+            if isinstance(value, np.ndarray) and node.outputs:
+                types.ranks[node.outputs[0]] = value.ndim
         elif op == "Cast":
             out = _numpy(node.attributes.get("to", 0))
         elif op == "CastLike":
@@ -84,4 +107,4 @@ def infer(graph: ir.Graph) -> Dict[str, Optional[np.dtype]]:
     return types
 
 
-__all__ = ["infer"]
+__all__ = ["infer", "ValueTypes"]

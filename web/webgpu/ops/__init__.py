@@ -63,7 +63,7 @@ def float_inputs(node: Any, dtypes: Callable[[str], Any], positions: Sequence[in
 
 def _load_families() -> None:
     from . import (elementwise, matmul, conv, pool, normalization, reduce,  # noqa: F401
-                   movement, views, attention)
+                   movement, views, attention, resize)
 
 
 _load_families()

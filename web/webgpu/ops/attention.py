@@ -10,7 +10,7 @@ from . import F32, attr, float_inputs, register
 from .elementwise import binary
 from .matmul import FUSED_DOMAIN, gemm
 from .movement import strided_copy
-from .normalization import _SOFTMAX_BODY, _rownorm
+from .normalization import softmax_rows
 
 
 def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
@@ -35,8 +35,7 @@ def run_mha(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
                   [Skv * k.shape[2], D], [B, H, Sq, Skv], alpha=float(attr(node, "scale", 1.0)))
     if mask is not None:
         scores = binary(rt, scores, mask, "a + b")
-    probs = _rownorm(rt, scores, [], _SOFTMAX_BODY % "exp(f32(X[k]) - mx) / sum", B * H * Sq,
-                     Skv, 1)
+    probs = softmax_rows(rt, scores, B * H * Sq, Skv, 1)
     ctx = gemm(rt, probs, v, Sq, Dv, Skv, (Skv, 1), (v.shape[2], 1), [B, H], [H * Sq * Skv, Sq * Skv],
                [Skv * v.shape[2], Dv], [B, H, Sq, Dv])
     out = rt.new([B, Sq, H * Dv], F32)

@@ -8,7 +8,7 @@ from onnxedge.kernels._util import auto_pad_mode, spatial_attr
 from onnxedge.kernels.conv import conv_geometry, transpose_geometry
 
 from ..runtime import GpuTensor, Recorder, Uniform, grid
-from . import F32, attr, float_inputs, register
+from . import F32, attr, float_inputs, register, tiles
 from .matmul import ACTIVATIONS, FUSED_DOMAIN, activation_of, check_activation
 
 
@@ -17,11 +17,39 @@ def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
     if why:
         return why
     ks = attr(node, "kernel_shape")
-    if ks is not None and len(ks) not in (1, 2):
-        return "%d-D convolution (only 1-D and 2-D run on WebGPU)" % len(ks)
+    if ks is not None:
+        nd = len(ks)
+    else:   # no kernel_shape: the weight's rank (initializer, Constant or declared shape) tells
+        rank = getattr(dtypes, "rank", lambda name: None)(node.inputs[1])
+        if rank is None:
+            return ("no kernel_shape attribute and the rank of weight %r is unknown when the "
+                    "graph is partitioned (only 1-D and 2-D convolutions run on WebGPU)"
+                    % node.inputs[1])
+        nd = rank - 2
+    if nd not in (1, 2):
+        return "%d-D convolution (only 1-D and 2-D run on WebGPU)" % nd
     if node.op_type == "FusedConv":
         return check_activation(node)
     return None
+
+
+# B tile of the implicit GEMM: column n = (oh, ow), row k = (ci, kh, kw), gathered from X
+_GATHER_B = """for (var e = 0u; e < 4u; e = e + 1u) {
+      let idx = tid + e * 256u;
+      let k = k0 + idx / 64u;
+      let n = col0 + idx % 64u;
+      var bv = 0.0;
+      if (k < u.K && n < u.N) {
+        let ci = k / khw;
+        let r = k % khw;
+        let ih = i32((n / u.OW) * u.sh + (r / u.KW) * u.dh) - i32(u.ph);
+        let iw = i32((n % u.OW) * u.sw + (r % u.KW) * u.dw) - i32(u.pw);
+        if (ih >= 0 && ih < i32(u.H) && iw >= 0 && iw < i32(u.W)) {
+          bv = f32(B[x_off + (ci * u.H + u32(ih)) * u.W + u32(iw)]);
+        }
+      }
+      Bs[idx / 64u][idx % 64u] = bv;
+    }"""
 
 
 def _as_2d(shape: List[int]) -> List[int]:
@@ -60,7 +88,13 @@ def conv2d(rt: Recorder, node: Any, x: GpuTensor, w: GpuTensor, b: Optional[GpuT
     has_bias = b is not None
     zb = 3 if has_bias else 2
     out_b = zb + (1 if z is not None else 0)
+    vec_a = K % 4 == 0
+    pointwise = (KH, KW, st[0], st[1], begins[0], begins[1]) == (1, 1, 1, 1, 0, 0)
+    vec_b = pointwise and P % 4 == 0
+    load_b = tiles.load_b("x_off + k * u.H * u.W + n", "n") if vec_b else _GATHER_B
     p = rt.kernel("conv", T=t, ACT=ACTIVATIONS[activation][0],
+                  TA=tiles.element(t, vec_a), TB=tiles.element(t, vec_b),
+                  LOAD_A=tiles.load_a("w_off + m * u.K + k", vec_a), LOAD_B=load_b,
                   OUT_BINDING=out_b, U_BINDING=out_b + 1,
                   BIAS_DECL=("@group(0) @binding(2) var<storage, read> C: array<%s>;" % t)
                   if has_bias else "",

@@ -33,7 +33,7 @@ UNARY = {
     "Sign": ("sign(x)", {}),
     "Softplus": ("softplus_(x)", {}),
     "Softsign": ("x / (1.0 + abs(x))", {}),
-    "Mish": ("x * tanh_(softplus_(x))", {}),
+    "Mish": ("mish_(x)", {}),
     "LeakyRelu": ("select(u.alpha * x, x, x >= 0.0)", {"alpha": 0.01}),
     "Elu": ("select(u.alpha * (exp(x) - 1.0), x, x >= 0.0)", {"alpha": 1.0}),
     "Celu": ("max(x, 0.0) + min(0.0, u.alpha * (exp(x / u.alpha) - 1.0))", {"alpha": 1.0}),

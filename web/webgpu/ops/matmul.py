@@ -1,8 +1,9 @@
 """MatMul, Gemm and the fused FusedGemm / FusedMatMul (com.onnxedge): one tiled GEMM template.
 
 The template reads A, B and the bias C through strides, so transA/transB, broadcast batches
-and any bias broadcast are uniforms, not shader variants; the shader key holds only the bias
-flag, the activation and the element type.
+and any bias broadcast are uniforms, not shader variants; the shader key holds the bias flag,
+the activation, the element type and the tile loads: vec4 loads of A along K when K is a
+multiple of 4 (A not transposed), of B along N (N a multiple of 4) or along K (transB).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..runtime import GpuTensor, Recorder, Uniform, broadcast_strides
-from . import F32, attr, float_inputs, register
+from . import F32, attr, float_inputs, register, tiles
 from .elementwise import broadcast_shape, collapse
 
 FUSED_DOMAIN = "com.onnxedge"
@@ -67,7 +68,19 @@ def gemm(rt: Recorder, a: GpuTensor, b: GpuTensor, M: int, N: int, K: int,
         raise ValueError("more than 4 non-mergeable batch dimensions")
     t = rt.wgsl_type(F32)
     has_bias = bias is not None
-    params = dict(T=t, ACT=ACTIVATIONS[activation][0],
+    vec_a = a_strides[1] == 1 and tiles.all_multiple_of_4(K, a_strides[0], *a_batch)
+    vec_b = ""
+    if b_strides[1] == 1 and tiles.all_multiple_of_4(N, b_strides[0], *b_batch):
+        vec_b = "n"
+    elif b_strides[0] == 1 and tiles.all_multiple_of_4(K, b_strides[1], *b_batch):
+        vec_b = "k"
+    load_a = tiles.load_a("a_off + m * u.sam + k" if vec_a else "a_off + m * u.sam + k * u.sak",
+                          vec_a)
+    b_index = {"": "b_off + k * u.sbk + n * u.sbn", "n": "b_off + k * u.sbk + n",
+               "k": "b_off + n * u.sbn + k"}[vec_b]
+    params = dict(T=t, TA=tiles.element(t, vec_a), TB=tiles.element(t, bool(vec_b)),
+                  LOAD_A=load_a, LOAD_B=tiles.load_b(b_index, vec_b),
+                  ACT=ACTIVATIONS[activation][0],
                   OUT_BINDING=3 if has_bias else 2, U_BINDING=4 if has_bias else 3,
                   BIAS_DECL=("@group(0) @binding(2) var<storage, read> C: array<%s>;" % t)
                   if has_bias else "",

@@ -1,8 +1,9 @@
 """BatchNormalization (inference), LayerNormalization (ai.onnx and com.onnxedge),
-InstanceNormalization, Softmax and LogSoftmax (opset < 13 flattening and >= 13 single axis)."""
+InstanceNormalization, Softmax and LogSoftmax (opset < 13 flattening and >= 13 single axis).
+Rows shorter than WG_MIN_ROW run one per thread; longer ones one per workgroup with a tree."""
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -34,9 +35,42 @@ _SOFTMAX_BODY = """
     Y[k] = {{T}}(%s);
   }"""
 
+# the same bodies for rowwg.wgsl: one workgroup per row, strided loops, tree reductions
+_NORM_BODY_WG = """
+  var part_sum = 0.0;
+  for (var j = lid; j < u.D; j = j + WG) { part_sum = part_sum + f32(X[base + j * u.inner]); }
+  let mean = tree_sum(part_sum, lid) / f32(u.D);
+  var part_sq = 0.0;
+  for (var j = lid; j < u.D; j = j + WG) {
+    let d = f32(X[base + j * u.inner]) - mean;
+    part_sq = part_sq + d * d;
+  }
+  let inv = 1.0 / sqrt(tree_sum(part_sq, lid) / f32(u.D) + u.eps);
+  for (var j = lid; j < u.D; j = j + WG) {
+    let k = base + j * u.inner;
+    Y[k] = {{T}}((f32(X[k]) - mean) * inv * f32(S[%(s)s]) %(b)s);
+  }"""
+_SOFTMAX_BODY_WG = """
+  var part_mx = -3.4028234e38;
+  for (var j = lid; j < u.D; j = j + WG) { part_mx = max(part_mx, f32(X[base + j * u.inner])); }
+  let mx = tree_max(part_mx, lid);
+  var part_sum = 0.0;
+  for (var j = lid; j < u.D; j = j + WG) {
+    part_sum = part_sum + exp(f32(X[base + j * u.inner]) - mx);
+  }
+  let sum = tree_sum(part_sum, lid);
+  for (var j = lid; j < u.D; j = j + WG) {
+    let k = base + j * u.inner;
+    Y[k] = {{T}}(%s);
+  }"""
+# row lengths from which one workgroup (256 threads and a tree) serves each row
+WG_MIN_ROW = 128
 
-def _rownorm(rt: Recorder, x: Any, extra: List[Any], body: str, rows: int, D: int, inner: int,
+
+def _rownorm(rt: Recorder, x: Any, extra: List[Any], body: Tuple[str, str], rows: int, D: int,
+             inner: int,
              C: int = 1, eps: float = 0.0, ssize: int = 0, bsize: int = 0) -> Any:
+    """Record a row-wise op; body = (per-thread-row body, workgroup-per-row body)."""
     y = rt.new(x.shape, F32)
     if y.size == 0:
         return y
@@ -45,10 +79,11 @@ def _rownorm(rt: Recorder, x: Any, extra: List[Any], body: str, rows: int, D: in
     decl = "\n".join("@group(0) @binding(%d) var<storage, read> %s: array<%s>;" % (k + 1, n, t)
                      for k, n in enumerate(names))
     n = 1 + len(extra)
-    p = rt.kernel("rownorm", T=t, EXTRA_DECL=decl, OUT_BINDING=n, U_BINDING=n + 1,
-                  BODY=body.replace("{{T}}", t))
+    wide = D >= WG_MIN_ROW
+    p = rt.kernel("rowwg" if wide else "rownorm", T=t, EXTRA_DECL=decl, OUT_BINDING=n,
+                  U_BINDING=n + 1, BODY=(body[1] if wide else body[0]).replace("{{T}}", t))
     u = Uniform().u32(rows, D, inner, C).f32(eps).u32(ssize, bsize, 0)
-    rt.dispatch(p, [x] + extra + [y], u, grid(rows, 64))
+    rt.dispatch(p, [x] + extra + [y], u, grid(rows, 1) if wide else grid(rows, 64))
     return y
 
 
@@ -72,7 +107,7 @@ def _layer_norm(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any
                              % (list(t.shape), list(x.shape[axis:])))
     s_idx = "j" if scale.size == D else "0u"
     b_term = "" if bias is None else "+ f32(Bb[%s])" % ("j" if bias.size == D else "0u")
-    body = _NORM_BODY % {"s": s_idx, "b": b_term}
+    body = (_NORM_BODY % {"s": s_idx, "b": b_term}, _NORM_BODY_WG % {"s": s_idx, "b": b_term})
     extra = [scale] + ([bias] if bias is not None else [])
     return [_rownorm(rt, x, extra, body, rows, D, 1, eps=float(attr(node, "epsilon", 1e-5)))]
 
@@ -87,9 +122,16 @@ def run_instance_norm(rt: Recorder, node: Any, ins: List[Any], opset: int) -> Li
     x = ins[0]
     N, C = x.shape[0], x.shape[1]
     D = int(np.prod(x.shape[2:], dtype=np.int64))
-    body = _NORM_BODY % {"s": "r % u.C", "b": "+ f32(Bb[r % u.C])"}
+    sb = {"s": "r % u.C", "b": "+ f32(Bb[r % u.C])"}
+    body = (_NORM_BODY % sb, _NORM_BODY_WG % sb)
     return [_rownorm(rt, x, [ins[1], ins[2]], body, N * C, D, 1, C,
                      float(attr(node, "epsilon", 1e-5)))]
+
+
+def softmax_rows(rt: Recorder, x: Any, rows: int, D: int, inner: int, log: bool = False) -> Any:
+    """Record Softmax (LogSoftmax when log) over rows of D elements at stride inner."""
+    expr = "f32(X[k]) - mx - log(sum)" if log else "exp(f32(X[k]) - mx) / sum"
+    return _rownorm(rt, x, [], (_SOFTMAX_BODY % expr, _SOFTMAX_BODY_WG % expr), rows, D, inner)
 
 
 def _check_softmax(node: Any, dtypes: Any, opset: int) -> Optional[str]:
@@ -110,9 +152,7 @@ def run_softmax(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any
     else:
         D, inner = int(np.prod(x.shape[axis:], dtype=np.int64)), 1
     rows = x.size // max(D, 1)
-    expr = ("exp(f32(X[k]) - mx) / sum" if node.op_type == "Softmax"
-            else "f32(X[k]) - mx - log(sum)")
-    return [_rownorm(rt, x, [], _SOFTMAX_BODY % expr, rows, D, inner)]
+    return [softmax_rows(rt, x, rows, D, inner, node.op_type == "LogSoftmax")]
 
 
 def _check_bn(node: Any, dtypes: Any, opset: int) -> Optional[str]:

@@ -1,5 +1,6 @@
 """ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSumExp over any axes (attribute or input),
-keepdims and noop_with_empty_axes: one reduction template."""
+keepdims and noop_with_empty_axes: one reduction template, and for long reduced ranges
+(>= WG_MIN_COUNT) one workgroup per output with a workgroup-memory tree."""
 from __future__ import annotations
 
 from typing import Any, List, Optional
@@ -21,6 +22,10 @@ _KINDS = {
     "ReduceSumSquare": ("0.0", "acc = acc + v * v;", ""),
     "ReduceLogSum": ("0.0", "acc = acc + v;", "acc = log(acc);"),
 }
+# how two partial results meet in the workgroup tree (reducewg.wgsl)
+_COMBINE = {"ReduceMax": "max(a, b)", "ReduceMin": "min(a, b)", "ReduceProd": "a * b"}
+# reduced lengths from which one workgroup (256 threads and a tree) serves each output
+WG_MIN_COUNT = 256
 # the opset from which axes is an input rather than an attribute
 _AXES_INPUT = {"ReduceSum": 13}
 
@@ -62,8 +67,13 @@ def run_reduce(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]
         raise ValueError("rank above %d" % MAX_RANK)
     count = int(np.prod(rshape, dtype=np.int64))
     init, step, fin = _KINDS[op]
-    p = rt.kernel("reduce", T=rt.wgsl_type(x.dtype), INIT=init, STEP=step, FINISH=fin, PRE="")
     u = (Uniform().u32(y.size, len(kshape), len(rshape), count).vec(kshape).vec(kstride)
          .vec(rshape).vec(rstride))
+    if count >= WG_MIN_COUNT:
+        p = rt.kernel("reducewg", T=rt.wgsl_type(x.dtype), INIT=init, STEP=step, FINISH=fin,
+                      COMBINE=_COMBINE.get(op, "a + b"))
+        rt.dispatch(p, [x, y], u, grid(y.size, 1))
+        return [y]
+    p = rt.kernel("reduce", T=rt.wgsl_type(x.dtype), INIT=init, STEP=step, FINISH=fin, PRE="")
     rt.dispatch(p, [x, y], u, grid(y.size, 256))
     return [y]

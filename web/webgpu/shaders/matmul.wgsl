@@ -1,14 +1,16 @@
 // Tiled batched GEMM: Y[b] = act(alpha * A[b] @ B[b] + beta * C), 64x64 output tiles per
 // workgroup (16x16 threads, 4x4 outputs each), K in steps of 16 through workgroup memory.
 // A, B and C are read through strides (transposes and broadcast batches cost nothing).
+// LOAD_A / LOAD_B fill the tiles: scalar loads through strides, or vec4 loads along a
+// contiguous dimension that is a multiple of 4 (TA / TB are then vec4 element types).
 {{ENABLE}}
 struct U { M: u32, N: u32, K: u32, nbatch_dims: u32,
            alpha: f32, beta: f32, act_a: f32, act_b: f32,
            sam: u32, sak: u32, sbk: u32, sbn: u32,
            scm: u32, scn: u32, p0: u32, p1: u32,
            bdims: array<vec4<u32>, 1>, sab: array<vec4<u32>, 1>, sbb: array<vec4<u32>, 1> }
-@group(0) @binding(0) var<storage, read> A: array<{{T}}>;
-@group(0) @binding(1) var<storage, read> B: array<{{T}}>;
+@group(0) @binding(0) var<storage, read> A: array<{{TA}}>;
+@group(0) @binding(1) var<storage, read> B: array<{{TB}}>;
 {{BIAS_DECL}}
 @group(0) @binding({{OUT_BINDING}}) var<storage, read_write> Y: array<{{T}}>;
 @group(0) @binding({{U_BINDING}}) var<uniform> u: U;
@@ -41,24 +43,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var j = 0u; j < 4u; j = j + 1u) { acc[i][j] = 0.0; }
   }
   for (var k0 = 0u; k0 < u.K; k0 = k0 + 16u) {
-    // 1024 elements of each tile, 4 per thread
-    for (var e = 0u; e < 4u; e = e + 1u) {
-      let idx = tid + e * 256u;
-      let am = idx / 16u;
-      let ak = idx % 16u;
-      let gm = row0 + am;
-      let gk = k0 + ak;
-      var av = 0.0;
-      if (gm < u.M && gk < u.K) { av = f32(A[a_off + gm * u.sam + gk * u.sak]); }
-      As[ak][am] = av;
-      let bk = idx / 64u;
-      let bn = idx % 64u;
-      let gk2 = k0 + bk;
-      let gn = col0 + bn;
-      var bv = 0.0;
-      if (gk2 < u.K && gn < u.N) { bv = f32(B[b_off + gk2 * u.sbk + gn * u.sbn]); }
-      Bs[bk][bn] = bv;
-    }
+    // 1024 elements of each tile: 4 scalars or one vec4 per thread
+    {{LOAD_A}}
+    {{LOAD_B}}
     workgroupBarrier();
     for (var kk = 0u; kk < 16u; kk = kk + 1u) {
       var a4: array<f32, 4>;

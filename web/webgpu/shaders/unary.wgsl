@@ -34,6 +34,15 @@ fn softplus_(v: f32) -> f32 {
   return max(v, 0.0) + log(1.0 + exp(-abs(v)));
 }
 
+// mish(x) = x * tanh(softplus(x)) = x * n / (n + 2) with e = exp(x), n = e * (e + 2): no
+// cancellation in tanh of a tiny softplus for negative x, no overflow past x = 20.
+fn mish_(v: f32) -> f32 {
+  if (v > 20.0) { return v; }
+  let e = exp(v);
+  let n = e * (e + 2.0);
+  return v * n / (n + 2.0);
+}
+
 fn round_even(v: f32) -> f32 {
   let f = floor(v);
   let d = v - f;
