@@ -18,10 +18,11 @@ import time
 import urllib.parse
 from typing import Any, Dict, List
 
+import numpy as np
 import pytest
 
+from onnxedge import model_io
 from server import PageServer
-import transport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHROMIUM = "/usr/bin/chromium"
@@ -174,9 +175,22 @@ class PyodidePage:
             f.write(data)
         return "/data/" + name
 
-    def put_pickle(self, name: str, obj: Any) -> str:
-        """Serve a pickle of an IR model or arrays that the page's numpy 1.17 can load."""
-        return self.put(name, transport.dumps(obj))
+    def put_oxe(self, name: str, onnx_model: Any) -> str:
+        """Convert an ONNX model (ModelProto or bytes) to `.oxe` natively (model_io.load →
+        model_io.save) and serve it at /data/<name>.oxe, for the page to open from its bytes
+        (the page has numpy and flatbuffers, not `onnx`)."""
+        data = onnx_model if isinstance(onnx_model, bytes) else onnx_model.SerializeToString()
+        path = os.path.join(self.data_dir, name + ".oxe")
+        model_io.save(model_io.load(data), path)
+        assert model_io.is_oxe(path), "%s is not an .oxe file" % path
+        return "/data/" + name + ".oxe"
+
+    def put_arrays(self, name: str, arrays: Dict[str, np.ndarray]) -> str:
+        """Serve arrays (feeds, test data) as /data/<name>.npz; the page reads it with
+        `fetch_npz`."""
+        path = os.path.join(self.data_dir, name + ".npz")
+        np.savez(path, **arrays)
+        return "/data/" + name + ".npz"
 
 
 @pytest.fixture(scope="session")

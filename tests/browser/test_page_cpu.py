@@ -13,8 +13,6 @@ from conftest import ROOT, TIMINGS
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import models  # noqa: E402
 
-from onnxedge import session as oe_session  # noqa: E402
-
 
 def test_page_runs_python_38_with_numpy_117(pyodide_page):
     info = pyodide_page.run_json(
@@ -29,13 +27,13 @@ def test_mlp_in_page_cpu_matches_onnxruntime(pyodide_page):
     feeds = models.make_inputs("mlp")
     expected = onnxruntime.InferenceSession(proto.SerializeToString(),
                                             providers=["CPUExecutionProvider"]).run(None, feeds)
-    model_url = pyodide_page.put_pickle("mlp.pkl", oe_session.load(proto.SerializeToString()))
-    feeds_url = pyodide_page.put_pickle("mlp_feeds.pkl", feeds)
+    model_url = pyodide_page.put_oxe("mlp", proto)
+    feeds_url = pyodide_page.put_arrays("mlp_feeds", feeds)
     got_url = pyodide_page.run(
         "import onnxedge\n"
-        "model = await fetch_pickle(%r)\n"
-        "feeds = await fetch_pickle(%r)\n"
-        "sess = onnxedge.InferenceSession(model, providers=['CPUExecutionProvider'])\n"
+        "oxe_bytes = await fetch_bytes(%r)\n"
+        "feeds = await fetch_npz(%r)\n"
+        "sess = onnxedge.InferenceSession(oxe_bytes, providers=['CPUExecutionProvider'])\n"
         "out = sess.run(None, feeds)\n"
         "t = now_ms(); n = 20\n"
         "for _ in range(n): sess.run(None, feeds)\n"
@@ -46,6 +44,26 @@ def test_mlp_in_page_cpu_matches_onnxruntime(pyodide_page):
     TIMINGS["MLP run, CPU provider in the page (ms)"] = got["ms"]
     out = np.array(got["values"], np.float32).reshape(got["shape"])
     np.testing.assert_allclose(out, expected[0], rtol=1e-4, atol=1e-6)
+
+
+def test_page_opens_oxe_without_onnx_and_refuses_onnx_bytes_clearly(pyodide_page):
+    proto = models.build_mlp()
+    oxe_url = pyodide_page.put_oxe("mlp_noonnx", proto)
+    onnx_url = pyodide_page.put("mlp_noonnx.onnx", proto.SerializeToString())
+    got = pyodide_page.run_json(
+        "import importlib.util, sys, onnxedge\n"
+        "sess = onnxedge.InferenceSession(await fetch_bytes(%r))\n"
+        "try:\n"
+        "    onnxedge.InferenceSession(await fetch_bytes(%r)); err = 'no error'\n"
+        "except onnxedge.NotImplemented as e:\n"
+        "    err = str(e)\n"
+        "json.dumps({'has_onnx': importlib.util.find_spec('onnx') is not None,\n"
+        "            'onnx_imported': 'onnx' in sys.modules,\n"
+        "            'inputs': [i.name for i in sess.get_inputs()], 'err': err})"
+        % (oxe_url, onnx_url))
+    assert not got["has_onnx"] and not got["onnx_imported"]
+    assert got["inputs"] == [i.name for i in proto.graph.input]
+    assert "'onnx' package" in got["err"] and ".oxe" in got["err"]
 
 
 def test_requests_outside_localhost_are_blocked_and_recorded(pyodide_page):

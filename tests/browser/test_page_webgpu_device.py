@@ -30,12 +30,12 @@ def test_dispatch_uniforms_copy_and_readbacks_match_numpy(pyodide_page, js_devic
     rng = np.random.default_rng(1)
     x = rng.standard_normal(1000).astype(np.float32)
     b = rng.standard_normal(1000).astype(np.float32)
-    url = pyodide_page.put_pickle("axb.pkl", {"x": x, "b": b, "shader": SHADER})
+    url = pyodide_page.put_arrays("axb", {"x": x, "b": b})
     got = pyodide_page.run(
         "import struct\n"
         "from onnxedge.web.webgpu.device import CommandList\n"
-        "d = await fetch_pickle(%r)\n"
-        "p = dev.pipeline('axb-test', d['shader'])\n"
+        "d = await fetch_npz(%r)\n"
+        "p = dev.pipeline('axb-test', %r)\n"
         "xb, bb = dev.upload(d['x']), dev.upload(d['b'])\n"
         "yb, zb = dev.acquire(4000), dev.acquire(4000)\n"
         "cl = CommandList()\n"
@@ -47,7 +47,7 @@ def test_dispatch_uniforms_copy_and_readbacks_match_numpy(pyodide_page, js_devic
         "y, z = await dev.execute_async(cl)\n"
         "dev.release(yb); dev.release(zb)\n"
         "json.dumps({'y': y.ravel().tolist(), 'yshape': list(y.shape), 'z': z.tolist(),\n"
-        "            'submits': dev.stats['submits']})" % url)
+        "            'submits': dev.stats['submits']})" % (url, SHADER))
     got = json.loads(got)
     y_ref = 2.5 * x + b
     z_ref = -1.0 * y_ref + b

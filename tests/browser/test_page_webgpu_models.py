@@ -16,8 +16,6 @@ from conftest import ROOT, TIMINGS
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import models  # noqa: E402
 
-from onnxedge import session as oe_session  # noqa: E402
-
 GPU = "WebGpuExecutionProvider"
 # every node whose op type names one of these must run on WebGPU (issue #6: Conv, MatMul, Gemm
 # and normalizations, fused forms such as FusedConv or SkipLayerNormalization included)
@@ -33,8 +31,8 @@ def run_in_page(pyodide_page: Any, name: str, providers: List[str], repeat: int 
     """Run benchmark model `name` (batch 1) in the page; outputs decoded, plus the reference."""
     proto = models.build(name)
     feeds = models.make_inputs(name)
-    model_url = pyodide_page.put_pickle(name + ".pkl", oe_session.load(proto.SerializeToString()))
-    feeds_url = pyodide_page.put_pickle(name + "_feeds.pkl", feeds)
+    model_url = pyodide_page.put_oxe(name, proto)
+    feeds_url = pyodide_page.put_arrays(name + "_feeds", feeds)
     got = pyodide_page.run_json("await run_model(%r, %r, %r, %d, %r)"
                                 % (model_url, feeds_url, providers, repeat, level))
     got["outputs"] = {k: _decode(v) for k, v in got["outputs"].items()}
@@ -73,6 +71,7 @@ def test_resnet18_webgpu_in_page_matches_cpu(pyodide_page, js_device):
     got = run_in_page(pyodide_page, "resnet18", [GPU, "CPUExecutionProvider"])
     check_on_gpu(got)
     check_outputs(got, rtol=1e-3, atol=1e-4)
+    TIMINGS["ResNet-18 224x224, .oxe fetch into the page (ms)"] = got["fetch_ms"]
     TIMINGS["ResNet-18 224x224, WebGPU in the page: session (ms)"] = got["create_ms"]
     TIMINGS["ResNet-18 224x224, WebGPU in the page: first run (ms)"] = got["first_ms"]
 
@@ -87,13 +86,13 @@ def test_bert_encoder_webgpu_in_page_matches_cpu(pyodide_page, js_device):
 
 def test_blocking_run_with_webgpu_in_page_names_run_async(pyodide_page, js_device):
     proto = models.build("mlp")
-    model_url = pyodide_page.put_pickle("mlp_sync.pkl", oe_session.load(proto.SerializeToString()))
-    feeds_url = pyodide_page.put_pickle("mlp_sync_feeds.pkl", models.make_inputs("mlp"))
+    model_url = pyodide_page.put_oxe("mlp_sync", proto)
+    feeds_url = pyodide_page.put_arrays("mlp_sync_feeds", models.make_inputs("mlp"))
     msg = pyodide_page.run(
         "import onnxedge\n"
-        "sess = onnxedge.InferenceSession(await fetch_pickle(%r), providers=[%r])\n"
+        "sess = onnxedge.InferenceSession(await fetch_bytes(%r), providers=[%r])\n"
         "try:\n"
-        "    sess.run(None, await fetch_pickle(%r)); r = 'no error'\n"
+        "    sess.run(None, await fetch_npz(%r)); r = 'no error'\n"
         "except onnxedge.EPFail as e:\n"
         "    r = str(e)\n"
         "r" % (model_url, GPU, feeds_url))

@@ -1,7 +1,8 @@
 """Helpers run in the page's global namespace after onnxedge is installed (Python 3.8 in Pyodide)."""
+from __future__ import annotations
+
 import io
 import json
-import pickle
 import time
 
 import numpy as np
@@ -24,9 +25,10 @@ async def fetch_npy(url):
     return np.load(io.BytesIO(await fetch_bytes(url)), allow_pickle=False)
 
 
-async def fetch_pickle(url):
-    """A pickled object (an IR model, a dict of arrays) from a served file."""
-    return pickle.loads(await fetch_bytes(url))
+async def fetch_npz(url):
+    """A dict name -> numpy array from a served `.npz` file (feeds, test data)."""
+    with np.load(io.BytesIO(await fetch_bytes(url)), allow_pickle=False) as npz:
+        return {name: npz[name] for name in npz.files}
 
 
 def now_ms():
@@ -35,19 +37,22 @@ def now_ms():
 
 
 async def run_model(model_url, feeds_url, providers, repeat=0, optimization_level=None):
-    """Load a pickled IR model and feeds, run it with `InferenceSession.run_async` on these
-    providers (at this graph optimization level; None: the default). JSON with the outputs
-    (base64 bytes, shape, dtype), the partition report (op type, provider) and timings in ms
-    (session creation, first run, mean of `repeat` runs)."""
+    """Open a served `.oxe` model from its bytes, load the `.npz` feeds and run them with
+    `InferenceSession.run_async` on these providers (at this graph optimization level; None:
+    the default). JSON with the outputs (base64 bytes, shape, dtype), the partition report (op
+    type, provider) and timings in ms (model fetch, session creation, first run, mean of
+    `repeat` runs)."""
     import base64
     import onnxedge
-    model = await fetch_pickle(model_url)
-    feeds = await fetch_pickle(feeds_url)
+    feeds = await fetch_npz(feeds_url)
+    t = now_ms()
+    oxe_bytes = await fetch_bytes(model_url)
+    fetch_ms = now_ms() - t
     t = now_ms()
     opts = onnxedge.SessionOptions()
     if optimization_level is not None:
         opts.graph_optimization_level = optimization_level
-    sess = onnxedge.InferenceSession(model, opts, providers=providers)
+    sess = onnxedge.InferenceSession(oxe_bytes, opts, providers=providers)
     create_ms = now_ms() - t
     t = now_ms()
     outs = await sess.run_async(None, feeds)
@@ -65,4 +70,4 @@ async def run_model(model_url, feeds_url, providers, repeat=0, optimization_leve
                     for n, o in zip(names, outs)},
         "partition": [[r["op_type"], r["provider"]] for r in sess.partition_report()],
         "providers": sess.get_providers(),
-        "create_ms": create_ms, "first_ms": first_ms, "run_ms": run_ms})
+        "fetch_ms": fetch_ms, "create_ms": create_ms, "first_ms": first_ms, "run_ms": run_ms})
