@@ -1,4 +1,5 @@
-/* common.c - version, backend name, activations and aligned allocation shared by the kernels. */
+/* common.c - version, backend name, activations, aligned allocation and the per-thread scratch
+ * buffers shared by the kernels. */
 #include "oxk.h"
 #include "vec.h"
 
@@ -42,4 +43,54 @@ void* oxk_aligned_alloc(size_t bytes) {
 
 void oxk_aligned_free(void* p) {
     if (p) free((unsigned char*)p - ((unsigned char*)p)[-1]);
+}
+
+/* Per-thread scratch: OXK_SCRATCH_SLOTS growable blocks per calling thread, kept across calls (no
+ * malloc/free and no fresh page faults per inference) and freed when the thread exits. */
+typedef struct { void* p[OXK_SCRATCH_SLOTS]; size_t n[OXK_SCRATCH_SLOTS]; } scratch_set;
+
+#if !defined(OXK_NO_THREADS)
+#include <pthread.h>
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static int g_scratch_ok = 0;
+
+static void scratch_release(void* v) {
+    scratch_set* s = (scratch_set*)v;
+    int i;
+    for (i = 0; i < OXK_SCRATCH_SLOTS; i++) oxk_aligned_free(s->p[i]);
+    free(s);
+}
+
+static void scratch_key_init(void) { g_scratch_ok = pthread_key_create(&g_scratch_key, scratch_release) == 0; }
+
+static scratch_set* scratch_of_thread(void) {
+    scratch_set* s;
+    pthread_once(&g_scratch_once, scratch_key_init);
+    if (!g_scratch_ok) return NULL;
+    s = (scratch_set*)pthread_getspecific(g_scratch_key);
+    if (!s) {
+        s = (scratch_set*)malloc(sizeof(scratch_set));
+        if (!s) return NULL;
+        memset(s, 0, sizeof(scratch_set));
+        if (pthread_setspecific(g_scratch_key, s) != 0) { free(s); return NULL; }
+    }
+    return s;
+}
+#else
+static scratch_set g_scratch;
+static scratch_set* scratch_of_thread(void) { return &g_scratch; }
+#endif
+
+void* oxk_scratch(int slot, size_t bytes) {
+    scratch_set* s = scratch_of_thread();
+    if (!s || slot < 0 || slot >= OXK_SCRATCH_SLOTS) return NULL;
+    if (bytes > s->n[slot]) {
+        void* p = oxk_aligned_alloc(bytes + bytes / 4);   /* some headroom for the next shape */
+        if (!p) return NULL;
+        oxk_aligned_free(s->p[slot]);
+        s->p[slot] = p;
+        s->n[slot] = bytes + bytes / 4;
+    }
+    return s->p[slot];
 }

@@ -42,6 +42,21 @@ OXK_API int oxk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
                       float beta, float* C, int ldc,
                       const float* bias, int bias_kind, int act, float p0, float p1);
 
+/* A compiled GEMM: every argument of oxk_sgemm but M and the three matrices, bound once (a
+ * session binds one per node), so a call converts five arguments. A, B, C are contiguous: lda is
+ * K (M when transA), ldb is N (K when transB), ldc is N. The plan is only read: one plan may serve
+ * several threads at once. */
+typedef struct {
+    int transA, transB, N, K;
+    float alpha, beta;
+    const float* packA;
+    const float* packB;
+    const float* bias;
+    int bias_kind, act;
+    float p0, p1;
+} oxk_sgemm_plan;
+OXK_API int oxk_sgemm_run(const oxk_sgemm_plan* p, int M, const float* A, const float* B, float* C);
+
 /* 2-D convolution, NCHW. W is (Cout, C/group, kh, kw); packW (optional) is oxk_conv_pack's
  * output for W. pads: top, left, bottom, right. y is (N, Cout, OH, OW). */
 OXK_API size_t oxk_conv_pack_size(int Cout, int Cin_g, int kh, int kw, int group);
@@ -52,11 +67,26 @@ OXK_API int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
                        const float* bias, int act, float p0, float p1,
                        float* y, int OH, int OW, int path);
 
+/* A compiled convolution for one input geometry: oxk_conv2d's arguments but the batch, x and y. */
+typedef struct {
+    int C, H, W, Cout, kh, kw, group, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, act, path;
+    float p0, p1;
+    const float* weight;
+    const float* packW;
+    const float* bias;
+} oxk_conv_plan;
+OXK_API int oxk_conv2d_run(const oxk_conv_plan* p, int N, const float* x, float* y);
+
 /* Pooling over (N*C) planes of H x W: kind 0 max, 1 average. */
 OXK_API int oxk_pool2d(const float* x, int NC, int H, int Wd, int kind, int kh, int kw,
                        int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,
                        int count_include_pad, float* y, int OH, int OW);
 OXK_API int oxk_global_pool(const float* x, int NC, int HW, int kind, float* y);
+/* A compiled windowed pool for one input geometry: oxk_pool2d's arguments but NC, x and y. */
+typedef struct {
+    int H, W, kind, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, count_include_pad, OH, OW;
+} oxk_pool_plan;
+OXK_API int oxk_pool2d_run(const oxk_pool_plan* p, int NC, const float* x, float* y);
 
 /* int8 GEMM: C[M,N] (int32) = sum_k (A[m,k] - za[m]) * (B[k,n] - zb[n]).
  * a_signed/b_signed: 1 for int8 data, 0 for uint8. za has M entries (or 1 when za_per_row == 0),
@@ -89,5 +119,11 @@ float oxk_act_scalar(float v, int act, float p0, float p1);
 void oxk_act_row(float* y, int n, int act, float p0, float p1);
 void* oxk_aligned_alloc(size_t bytes);
 void oxk_aligned_free(void* p);
+/* The calling thread's scratch block `slot`, at least `bytes` long (64-byte aligned, contents
+ * undefined, valid until the same thread asks for the same slot again); NULL when out of memory.
+ * Slots: sgemm packs A in 0 and B in 1, conv pads the input in 2 and builds B panels in 3. */
+#define OXK_SCRATCH_SLOTS 4
+enum { OXK_SCRATCH_PACK_A = 0, OXK_SCRATCH_PACK_B = 1, OXK_SCRATCH_PAD = 2, OXK_SCRATCH_PANELS = 3 };
+void* oxk_scratch(int slot, size_t bytes);
 
 #endif /* OXK_H */

@@ -1,5 +1,6 @@
 /* pool.c - MaxPool / AveragePool (2-D, pads, strides, dilations, windows that run past the
- * input as ceil_mode makes them) and global max/average pooling, one task per plane. */
+ * input as ceil_mode makes them) and global max/average pooling, one task per plane. Outputs
+ * whose window lies inside the input skip the bounds checks and go 4 at a time (strides 1, 2). */
 #include "oxk.h"
 #include "vec.h"
 
@@ -8,31 +9,101 @@ typedef struct {
     float* y; int OH, OW, HW;
 } pool_job;
 
+/* One output of the general path: bounds-checked window (pads, windows past the input). */
+static float pool_at(const pool_job* j, const float* x, int oh, int ow) {
+    float acc = j->kind == 0 ? -OXK_INFINITY : 0.f;
+    int n = 0, padded = 0, i, k;
+    for (i = 0; i < j->kh; i++) {
+        int ih = oh * j->sh - j->pt + i * j->dh;
+        if (ih >= j->H + j->pb) break;
+        for (k = 0; k < j->kw; k++) {
+            int iw = ow * j->sw - j->pl + k * j->dw;
+            if (iw >= j->W + j->pr) break;
+            padded++;
+            if (ih < 0 || iw < 0 || ih >= j->H || iw >= j->W) continue;
+            if (j->kind == 0) { float v = x[(size_t)ih * j->W + iw]; if (v > acc) acc = v; }
+            else acc += x[(size_t)ih * j->W + iw];
+            n++;
+        }
+    }
+    if (j->kind == 1) acc = (j->include_pad ? padded : n) > 0 ? acc / (float)(j->include_pad ? padded : n) : 0.f;
+    return acc;
+}
+
+/* [lo, hi): the outputs along one axis whose whole window lies inside the input. */
+static void inside_range(int in, int out, int k, int s, int d, int pad, int* lo, int* hi) {
+    int span = (k - 1) * d;
+    *lo = (pad + s - 1) / s;
+    *hi = in - 1 - span + pad < 0 ? 0 : (in - 1 - span + pad) / s + 1;
+    if (*hi > out) *hi = out;
+    if (*lo > *hi) *lo = *hi;
+}
+
+/* Outputs [ow, ow_end) of row oh whose windows lie inside: no bounds checks, 4 at a time for
+ * strides 1 and 2 (vf_load_even gathers every second value). */
+static void pool_row_inside(const pool_job* j, const float* x, float* yrow, int oh, int ow, int ow_end) {
+    const float* xrow = x + (size_t)(oh * j->sh - j->pt) * j->W;   /* inside: the offsets below are >= 0 */
+    const int kh = j->kh, kw = j->kw, sw = j->sw, W = j->W, max = j->kind == 0;
+    const size_t rstep = (size_t)j->dh * W;
+    const float inv = 1.f / (float)(kh * kw);
+    int i, k;
+    if (sw <= 2) {
+        /* with stride 2, vf_load_even also reads the value after the window's last: stay in the plane */
+        const long last = (long)(oh * j->sh - j->pt + (kh - 1) * j->dh) * W + (kw - 1) * j->dw - j->pl + 1;
+        const long plane = (long)j->H * W;
+        if (kh == 2 && kw == 2 && sw == 2 && j->dh == 1 && j->dw == 1) {   /* 2x2 stride 2: 2 loads per 4 */
+            for (; ow + 4 <= ow_end; ow += 4) {
+                const float* r = xrow + (ow * 2 - j->pl);
+                vf4 e0, o0, e1, o1, acc;
+                vf_load_deint(r, &e0, &o0);
+                vf_load_deint(r + rstep, &e1, &o1);
+                acc = max ? vf_max(vf_max(e0, o0), vf_max(e1, o1))
+                          : vf_mul(vf_add(vf_add(e0, o0), vf_add(e1, o1)), vf_dup(inv));
+                vf_store(yrow + ow, acc);
+            }
+        }
+        for (; ow + 4 <= ow_end && (sw == 1 || last + (ow + 3) * 2 < plane); ow += 4) {
+            vf4 acc = vf_dup(max ? -OXK_INFINITY : 0.f);
+            const float* r = xrow + (ow * sw - j->pl);
+            for (i = 0; i < kh; i++, r += rstep) {
+                for (k = 0; k < kw; k++) {
+                    vf4 v = sw == 1 ? vf_load(r + (size_t)k * j->dw) : vf_load_even(r + (size_t)k * j->dw);
+                    acc = max ? vf_max(acc, v) : vf_add(acc, v);
+                }
+            }
+            vf_store(yrow + ow, max ? acc : vf_mul(acc, vf_dup(inv)));
+        }
+    }
+    for (; ow < ow_end; ow++) {
+        const float* r = xrow + (ow * sw - j->pl);
+        float acc = max ? -OXK_INFINITY : 0.f;
+        for (i = 0; i < kh; i++, r += rstep) {
+            for (k = 0; k < kw; k++) {
+                float v = r[(size_t)k * j->dw];
+                if (max) acc = v > acc ? v : acc;
+                else acc += v;
+            }
+        }
+        yrow[ow] = max ? acc : acc * inv;
+    }
+}
+
 static void pool_plane(void* ctx, int p) {
     const pool_job* j = (const pool_job*)ctx;
     const float* x = j->x + (size_t)p * j->H * j->W;
     float* y = j->y + (size_t)p * j->OH * j->OW;
-    int oh, ow, i, k;
+    int oh, ow, oh_lo, oh_hi, ow_lo, ow_hi;
+    inside_range(j->H, j->OH, j->kh, j->sh, j->dh, j->pt, &oh_lo, &oh_hi);
+    inside_range(j->W, j->OW, j->kw, j->sw, j->dw, j->pl, &ow_lo, &ow_hi);
     for (oh = 0; oh < j->OH; oh++) {
-        for (ow = 0; ow < j->OW; ow++) {
-            float acc = j->kind == 0 ? -OXK_INFINITY : 0.f;
-            int n = 0, padded = 0;
-            for (i = 0; i < j->kh; i++) {
-                int ih = oh * j->sh - j->pt + i * j->dh;
-                if (ih >= j->H + j->pb) break;
-                for (k = 0; k < j->kw; k++) {
-                    int iw = ow * j->sw - j->pl + k * j->dw;
-                    if (iw >= j->W + j->pr) break;
-                    padded++;
-                    if (ih < 0 || iw < 0 || ih >= j->H || iw >= j->W) continue;
-                    if (j->kind == 0) { float v = x[(size_t)ih * j->W + iw]; if (v > acc) acc = v; }
-                    else acc += x[(size_t)ih * j->W + iw];
-                    n++;
-                }
-            }
-            if (j->kind == 1) acc = (j->include_pad ? padded : n) > 0 ? acc / (float)(j->include_pad ? padded : n) : 0.f;
-            y[(size_t)oh * j->OW + ow] = acc;
+        float* yrow = y + (size_t)oh * j->OW;
+        if (oh < oh_lo || oh >= oh_hi || ow_lo >= ow_hi) {
+            for (ow = 0; ow < j->OW; ow++) yrow[ow] = pool_at(j, x, oh, ow);
+            continue;
         }
+        for (ow = 0; ow < ow_lo; ow++) yrow[ow] = pool_at(j, x, oh, ow);
+        pool_row_inside(j, x, yrow, oh, ow_lo, ow_hi);
+        for (ow = ow_hi; ow < j->OW; ow++) yrow[ow] = pool_at(j, x, oh, ow);
     }
 }
 
@@ -81,4 +152,10 @@ int oxk_global_pool(const float* x, int NC, int HW, int kind, float* y) {
     j.x = x; j.y = y; j.HW = HW; j.kind = kind;
     oxk_parallel_for(NC, global_plane, &j);
     return 0;
+}
+
+int oxk_pool2d_run(const oxk_pool_plan* p, int NC, const float* x, float* y) {
+    if (!p) return OXK_EARG;
+    return oxk_pool2d(x, NC, p->H, p->W, p->kind, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
+                      p->pt, p->pl, p->pb, p->pr, p->count_include_pad, y, p->OH, p->OW);
 }

@@ -6,6 +6,9 @@
  *   wasm simd128 (wasm_simd128.h)   VEC_BACKEND "wasm-simd128"
  *   plain C (OXK_FORCE_GENERIC or any other target)  VEC_BACKEND "generic"
  * VEC_MR x VEC_NR is the SGEMM register tile of the backend (NR is two vectors wide).
+ * vf_fma_lane(acc, b, a, l) = acc + b * a[l] (l a constant; NEON: one fmla by element).
+ * vf_load_even(p) = p[0], p[2], p[4], p[6] (reads p[0..7]; NEON: vld2q); vf_load_deint(p, &e, &o)
+ * gives those and p[1], p[3], p[5], p[7]. vf_transpose4(&a, &b, &c, &d): rows become columns.
  */
 #ifndef OXK_VEC_H
 #define OXK_VEC_H
@@ -41,6 +44,18 @@ static inline vf4 vf_dup(float x) { return vdupq_n_f32(x); }
 static inline vf4 vf_add(vf4 a, vf4 b) { return vaddq_f32(a, b); }
 static inline vf4 vf_mul(vf4 a, vf4 b) { return vmulq_f32(a, b); }
 static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { return vfmaq_f32(acc, a, b); }
+#  define vf_fma_lane(acc, b, a, l) vfmaq_laneq_f32(acc, b, a, l)
+static inline vf4 vf_load_even(const float* p) { return vld2q_f32(p).val[0]; }
+static inline void vf_load_deint(const float* p, vf4* even, vf4* odd) {
+    float32x4x2_t v = vld2q_f32(p); *even = v.val[0]; *odd = v.val[1];
+}
+static inline void vf_transpose4(vf4* a, vf4* b, vf4* c, vf4* d) {
+    float32x4_t t0 = vtrn1q_f32(*a, *b), t1 = vtrn2q_f32(*a, *b), t2 = vtrn1q_f32(*c, *d), t3 = vtrn2q_f32(*c, *d);
+    *a = vreinterpretq_f32_f64(vtrn1q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
+    *b = vreinterpretq_f32_f64(vtrn1q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
+    *c = vreinterpretq_f32_f64(vtrn2q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
+    *d = vreinterpretq_f32_f64(vtrn2q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
+}
 static inline vf4 vf_max(vf4 a, vf4 b) { return vmaxq_f32(a, b); }
 static inline vf4 vf_min(vf4 a, vf4 b) { return vminq_f32(a, b); }
 static inline float vf_hsum(vf4 a) { return vaddvq_f32(a); }
@@ -70,6 +85,20 @@ static inline vf4 vf_dup(float x) { return wasm_f32x4_splat(x); }
 static inline vf4 vf_add(vf4 a, vf4 b) { return wasm_f32x4_add(a, b); }
 static inline vf4 vf_mul(vf4 a, vf4 b) { return wasm_f32x4_mul(a, b); }
 static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { return wasm_f32x4_add(acc, wasm_f32x4_mul(a, b)); }
+#  define vf_fma_lane(acc, b, a, l) vf_fma(acc, b, wasm_i32x4_shuffle(a, a, l, l, l, l))
+static inline vf4 vf_load_even(const float* p) {
+    return wasm_i32x4_shuffle(wasm_v128_load(p), wasm_v128_load(p + 4), 0, 2, 4, 6);
+}
+static inline void vf_load_deint(const float* p, vf4* even, vf4* odd) {
+    v128_t a = wasm_v128_load(p), b = wasm_v128_load(p + 4);
+    *even = wasm_i32x4_shuffle(a, b, 0, 2, 4, 6); *odd = wasm_i32x4_shuffle(a, b, 1, 3, 5, 7);
+}
+static inline void vf_transpose4(vf4* a, vf4* b, vf4* c, vf4* d) {
+    v128_t t0 = wasm_i32x4_shuffle(*a, *b, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(*a, *b, 2, 6, 3, 7);
+    v128_t t2 = wasm_i32x4_shuffle(*c, *d, 0, 4, 1, 5), t3 = wasm_i32x4_shuffle(*c, *d, 2, 6, 3, 7);
+    *a = wasm_i32x4_shuffle(t0, t2, 0, 1, 4, 5); *b = wasm_i32x4_shuffle(t0, t2, 2, 3, 6, 7);
+    *c = wasm_i32x4_shuffle(t1, t3, 0, 1, 4, 5); *d = wasm_i32x4_shuffle(t1, t3, 2, 3, 6, 7);
+}
 static inline vf4 vf_max(vf4 a, vf4 b) { return wasm_f32x4_pmax(a, b); }
 static inline vf4 vf_min(vf4 a, vf4 b) { return wasm_f32x4_pmin(a, b); }
 static inline float vf_hsum(vf4 a) {
@@ -111,6 +140,15 @@ static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { return _mm_fmadd_ps(a, b, acc)
 #  else
 static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { return _mm_add_ps(acc, _mm_mul_ps(a, b)); }
 #  endif
+#  define vf_fma_lane(acc, b, a, l) vf_fma(acc, b, _mm_shuffle_ps(a, a, _MM_SHUFFLE(l, l, l, l)))
+static inline vf4 vf_load_even(const float* p) {
+    return _mm_shuffle_ps(_mm_loadu_ps(p), _mm_loadu_ps(p + 4), _MM_SHUFFLE(2, 0, 2, 0));
+}
+static inline void vf_load_deint(const float* p, vf4* even, vf4* odd) {
+    __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + 4);
+    *even = _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); *odd = _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+}
+static inline void vf_transpose4(vf4* a, vf4* b, vf4* c, vf4* d) { _MM_TRANSPOSE4_PS(*a, *b, *c, *d); }
 static inline vf4 vf_max(vf4 a, vf4 b) { return _mm_max_ps(a, b); }
 static inline vf4 vf_min(vf4 a, vf4 b) { return _mm_min_ps(a, b); }
 static inline float vf_hsum(vf4 a) {
@@ -142,6 +180,15 @@ static inline vf4 vf_dup(float x) { vf4 r; int i; for (i = 0; i < 4; i++) r.v[i]
 static inline vf4 vf_add(vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) a.v[i] += b.v[i]; return a; }
 static inline vf4 vf_mul(vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) a.v[i] *= b.v[i]; return a; }
 static inline vf4 vf_fma(vf4 acc, vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) acc.v[i] += a.v[i] * b.v[i]; return acc; }
+#  define vf_fma_lane(acc, b, a, l) vf_fma(acc, b, vf_dup((a).v[l]))
+static inline vf4 vf_load_even(const float* p) { vf4 r; int i; for (i = 0; i < 4; i++) r.v[i] = p[2 * i]; return r; }
+static inline void vf_load_deint(const float* p, vf4* even, vf4* odd) {
+    int i; for (i = 0; i < 4; i++) { even->v[i] = p[2 * i]; odd->v[i] = p[2 * i + 1]; }
+}
+static inline void vf_transpose4(vf4* a, vf4* b, vf4* c, vf4* d) {
+    vf4 r[4] = {*a, *b, *c, *d}; int i;
+    for (i = 0; i < 4; i++) { a->v[i] = r[i].v[0]; b->v[i] = r[i].v[1]; c->v[i] = r[i].v[2]; d->v[i] = r[i].v[3]; }
+}
 static inline vf4 vf_max(vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) a.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i]; return a; }
 static inline vf4 vf_min(vf4 a, vf4 b) { int i; for (i = 0; i < 4; i++) a.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return a; }
 static inline float vf_hsum(vf4 a) { return a.v[0] + a.v[1] + a.v[2] + a.v[3]; }

@@ -11,7 +11,7 @@ import ctypes
 import os
 import platform
 import threading
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -50,6 +50,9 @@ _SIGS = {
     "oxk_qgemm": (_c_int, [_c_int, _c_int, _c_int, _ptr, _c_int, _ptr, _c_int, _ptr, _c_int, _ptr,
                            _ptr, _c_int, _ptr]),
     "oxk_qgemm_has_dotprod": (_c_int, []),
+    "oxk_sgemm_run": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr]),
+    "oxk_conv2d_run": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
+    "oxk_pool2d_run": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
     "oxk_ref_sgemm": (_c_int, [_c_int] * 5 + [_c_float, _ptr, _c_int, _ptr, _c_int, _c_float, _ptr,
                                _c_int, _ptr, _c_int, _c_int, _c_float, _c_float]),
     "oxk_ref_conv2d": (_c_int, [_ptr] + [_c_int] * 4 + [_ptr] + [_c_int] * 12
@@ -58,6 +61,50 @@ _SIGS = {
     "oxk_ref_qgemm": (_c_int, [_c_int, _c_int, _c_int, _ptr, _c_int, _ptr, _c_int, _ptr, _c_int,
                                _ptr, _c_int, _ptr]),
 }
+
+
+class _SgemmPlan(ctypes.Structure):
+    _fields_ = [("transA", _c_int), ("transB", _c_int), ("N", _c_int), ("K", _c_int),
+                ("alpha", _c_float), ("beta", _c_float), ("packA", _ptr), ("packB", _ptr), ("bias", _ptr),
+                ("bias_kind", _c_int), ("act", _c_int), ("p0", _c_float), ("p1", _c_float)]
+
+
+class _ConvPlan(ctypes.Structure):
+    _fields_ = [(n, _c_int) for n in ("C", "H", "W", "Cout", "kh", "kw", "group", "sh", "sw", "dh", "dw",
+                                      "pt", "pl", "pb", "pr", "OH", "OW", "act", "path")] + \
+        [("p0", _c_float), ("p1", _c_float), ("weight", _ptr), ("packW", _ptr), ("bias", _ptr)]
+
+
+class _PoolPlan(ctypes.Structure):
+    _fields_ = [(n, _c_int) for n in ("H", "W", "kind", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "pb",
+                                      "pr", "count_include_pad", "OH", "OW")]
+
+
+_char_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
+def data_address(a: np.ndarray) -> Tuple[np.ndarray, int]:
+    """(a, address of its first element) for a writable C-contiguous array, cheaply (no `.ctypes`
+    object); any other array is first made C-contiguous (a copy when it is not)."""
+    try:
+        return a, _addressof(_char_from_buffer(a))
+    except (TypeError, ValueError, BufferError):   # read-only, not contiguous, or empty
+        a = np.ascontiguousarray(a)
+        return a, a.__array_interface__["data"][0]
+
+
+class Plan:
+    """A kernel call with every constant argument bound once in a C struct (read-only, so one plan
+    serves many threads): `fn(addr, n, *pointers)` converts only the per-call arguments. `keep`
+    holds the arrays the struct points into."""
+
+    def __init__(self, lib: "KernelLibrary", fn_name: str, struct: ctypes.Structure, keep: Sequence[Any]):
+        self.lib = lib
+        self.fn = getattr(lib._lib, fn_name)
+        self.struct = struct
+        self.addr = ctypes.addressof(struct)
+        self.keep = tuple(keep)
 
 
 def machine_arch() -> str:
@@ -214,6 +261,57 @@ class KernelLibrary:
         self._check(rc, "conv2d %s * %s (group %d, path %s)" % (x.shape, w.shape, group, path))
         return y
 
+    # ---------------------------------------------------------------- compiled calls
+    def function(self, name: str) -> Any:
+        """The typed ctypes function `name` of the C API (oxk.h), for callers that bind once."""
+        if name not in _SIGS:
+            raise InvalidArgument("%s is not a function of the kernel library's C API" % name)
+        return getattr(self._lib, name)
+
+    def check(self, rc: int, what: str) -> None:
+        """Raise the project's error for a non-zero kernel return code."""
+        self._check(rc, what)
+
+    def sgemm_plan(self, n: int, k: int, trans_a: bool = False, trans_b: bool = False, alpha: float = 1.0,
+                   packed_b: Optional[np.ndarray] = None, bias: Optional[np.ndarray] = None,
+                   act: str = "", act_params: Sequence[float] = ()) -> Plan:
+        """oxk_sgemm_run's plan: C (M x n) = act(alpha * op(A) @ op(B) + bias) for any M, with bias
+        (n,) added to every row; B is `packed_b` (pack_b's output) or passed per call."""
+        p0, p1 = _act_params(act, act_params)
+        if bias is not None:
+            bias = np.ascontiguousarray(bias, np.float32)
+            if bias.size != n:
+                raise InvalidArgument("sgemm plan: bias has %d values, expected %d" % (bias.size, n))
+        st = _SgemmPlan(int(trans_a), int(trans_b), int(n), int(k), float(alpha), 0.0, None,
+                        _p(packed_b), _p(bias), BIAS_NONE if bias is None else BIAS_COL, ACT[act], p0, p1)
+        return Plan(self, "oxk_sgemm_run", st, [packed_b, bias])
+
+    def conv_plan(self, x_shape: Sequence[int], w: np.ndarray, bias: Optional[np.ndarray], group: int,
+                  strides: Sequence[int], dilations: Sequence[int], pads: Sequence[int],
+                  out_hw: Sequence[int], act: str = "", act_params: Sequence[float] = (),
+                  packed_w: Optional[np.ndarray] = None, path: str = "auto") -> Plan:
+        """oxk_conv2d_run's plan for inputs (any N, C, H, W) = x_shape; pads = (t, l, b, r)."""
+        w = _f32("W", w)
+        bias = None if bias is None else _f32("B", bias)
+        _, C, H, W = (int(d) for d in x_shape)
+        co, ci, kh, kw = w.shape
+        if ci * group != C:
+            raise InvalidArgument("conv2d: X has %d channels, W expects %d x group %d" % (C, ci, group))
+        p0, p1 = _act_params(act, act_params)
+        st = _ConvPlan(C, H, W, co, kh, kw, group, int(strides[0]), int(strides[1]), int(dilations[0]),
+                       int(dilations[1]), *[int(p) for p in pads], int(out_hw[0]), int(out_hw[1]), ACT[act],
+                       CONV_PATHS[path], p0, p1, _p(w), _p(packed_w), _p(bias))
+        return Plan(self, "oxk_conv2d_run", st, [w, packed_w, bias])
+
+    def pool_plan(self, x_shape: Sequence[int], kind: str, kernel: Sequence[int], strides: Sequence[int],
+                  dilations: Sequence[int], pads: Sequence[int], out_hw: Sequence[int],
+                  count_include_pad: bool = False) -> Plan:
+        """oxk_pool2d_run's plan for (N, C, H, W) = x_shape inputs; pads = (t, l, b, r)."""
+        st = _PoolPlan(int(x_shape[2]), int(x_shape[3]), {"max": 0, "avg": 1}[kind], int(kernel[0]),
+                       int(kernel[1]), int(strides[0]), int(strides[1]), int(dilations[0]), int(dilations[1]),
+                       *[int(p) for p in pads], int(count_include_pad), int(out_hw[0]), int(out_hw[1]))
+        return Plan(self, "oxk_pool2d_run", st, [])
+
     # ---------------------------------------------------------------- pools
     def pool2d(self, x: np.ndarray, kind: str, kernel: Sequence[int], strides: Sequence[int],
                dilations: Sequence[int], pads: Sequence[int], out_hw: Sequence[int],
@@ -307,5 +405,6 @@ def load(variant: str = "", path: Optional[str] = None) -> KernelLibrary:
         return lib
 
 
-__all__ = ["KernelLibrary", "load", "library_path", "machine_arch", "ACT", "BIAS_NONE", "BIAS_ROW",
+__all__ = ["KernelLibrary", "Plan", "data_address", "load", "library_path", "machine_arch", "ACT",
+           "BIAS_NONE", "BIAS_ROW",
            "BIAS_COL", "CONV_PATHS"]

@@ -8,6 +8,7 @@ that the type information could not rule out at compile time: not float32, anoth
 """
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -18,13 +19,17 @@ from onnxedge.kernels._util import auto_pad_mode, spatial_attr
 from onnxedge.kernels.conv import conv_geometry
 from onnxedge.kernels.pool import pool_geometry
 
-from .library import BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary
+from .library import BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address
 
 FLOAT, UINT8, INT8 = 1, 2, 3
 TypeOf = Callable[[str], Optional[ir.TypeInfo]]
 Run = Callable[[Dict[str, Any]], Optional[List[np.ndarray]]]
 # FusedConv/FusedGemm/FusedMatMul activations the C epilogue has (HardSigmoid it has not).
 FUSED_ACTS = ("", "Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh")
+F32 = np.dtype(np.float32)
+MAX_PLANS = 32   # compiled plans kept per node (one per input shape seen)
+_char_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
 
 
 def _s(v: Any) -> str:
@@ -95,7 +100,7 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
             and w0.shape[0] % group == 0:
         packed = lib.conv_pack(w0, group)
 
-    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+    def slow(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x, w = env[xn], env[wn]
         b = env[bn] if bn else None
         if not _is_f32(x, w, b) or x.ndim != 4 or w.ndim != 4:
@@ -117,6 +122,59 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         pw = packed if wn in consts else None
         y = lib.conv2d(x, w, b, group, strides, dil, (beg[0], beg[1], end[0], end[1]), out,
                        act, params, packed_w=pw)
+        return [y]
+
+    b0 = consts.get(bn) if bn else None
+    if packed is None or (bn and (bn not in consts or not _is_f32(b0) or b0.shape != (w0.shape[0],))):
+        return slow
+    strides = spatial_attr(node.op_type, "strides", a.get("strides"), 2, 1, 1)
+    dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), 2, 1, 1)
+    ks = a.get("kernel_shape")
+
+    def plan_for(shape: Tuple[int, ...]) -> Optional[Tuple[Any, ...]]:
+        """(plan address, C function, output shape, batch count, plan) for inputs of `shape`; None:
+        the slow path decides (it raises the errors)."""
+        if w0.shape[1] * group != shape[1] or 0 in shape or \
+                (ks and [int(k) for k in ks] != list(w0.shape[2:])):
+            return None
+        beg, end, out = conv_geometry(node.op_type, shape[2:], w0.shape[2:], strides, dil, a.get("pads"),
+                                      auto_pad)
+        if min(out) <= 0:
+            return None
+        plan = lib.conv_plan(shape, w0, b0, group, strides, dil, (beg[0], beg[1], end[0], end[1]), out,
+                             act, params, packed_w=packed)
+        return plan.addr, plan.fn, (shape[0], w0.shape[0], int(out[0]), int(out[1])), shape[0], plan
+
+    return _planned(slow, xn, 4, plan_for, lib, node)
+
+
+def _planned(slow: Run, xn: str, rank: int, plan_for: Callable[[Tuple[int, ...]], Optional[Tuple[Any, ...]]],
+             lib: KernelLibrary, node: ir.Node) -> Run:
+    """A run that calls a compiled plan (one per input shape, made on first sight; see plan_for in
+    build_conv) with the input and a new output; anything unusual (dtype, rank, a shape the plan
+    cannot take) goes to `slow`. The plans are read-only, so concurrent runs share them."""
+    plans: Dict[Tuple[int, ...], Optional[Tuple[Any, ...]]] = {}
+    what = node.describe()
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x = env[xn]
+        if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim != rank:
+            return slow(env)
+        shape = x.shape
+        ent = plans.get(shape, False)
+        if ent is False:
+            ent = plan_for(shape)
+            if len(plans) >= MAX_PLANS:
+                plans.clear()
+            plans[shape] = ent
+        if ent is None:
+            return slow(env)
+        addr, fn, oshape, count, _ = ent
+        x, xa = data_address(x)
+        y = np.empty(oshape, F32)
+        rc = fn(addr, count, xa, _addressof(_char_from_buffer(y)))
+        if rc:
+            lib.check(rc, what)
         return [y]
 
     return run
@@ -163,7 +221,7 @@ def build_gemm(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
     packed = lib.pack_b(b0, tb) if isinstance(b0, np.ndarray) and b0.dtype == np.float32 \
         and b0.ndim == 2 else None
 
-    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+    def slow(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x, w = env[an], env[bname]
         c = env[cn] if cn else None
         if not _is_f32(x, w, c) or x.ndim != 2 or w.ndim != 2:
@@ -179,6 +237,61 @@ def build_gemm(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
                       packed_b=packed if bname in consts else None)
         return [y]
 
+    if packed is None or bname not in consts:
+        return slow
+    K, N = (b0.shape[1], b0.shape[0]) if tb else b0.shape
+    c0 = consts.get(cn) if cn else None
+    if cn and cn not in consts:
+        return slow
+    bias = _col_bias(c0, beta, N)
+    if bias is False:
+        return slow
+    return _planned_gemm(slow, an, lib.sgemm_plan(N, K, ta, tb, alpha, packed, bias, act, params), ta, K, N,
+                         2, lib, node)
+
+
+def _col_bias(c: Optional[np.ndarray], beta: float, N: int) -> Any:
+    """Gemm's constant C as a per-column bias (beta folded in), None for no bias, False when C is
+    something else (per row, full matrix, not float32)."""
+    if c is None or beta == 0.0:
+        return None
+    if _is_f32(c) and c.ndim <= 2 and c.size == N and (c.ndim < 2 or c.shape[0] == 1) \
+            and (N > 1 or c.ndim <= 1):
+        return (np.float32(beta) * c.reshape(N)).astype(np.float32)
+    return False
+
+
+def _planned_gemm(slow: Run, an: str, plan: Plan, ta: bool, K: int, N: int, rank: int,
+                  lib: KernelLibrary, node: ir.Node) -> Run:
+    """A run through a GEMM plan: A (rank 2, or any rank >= 1 with rank 0 meaning MatMul's
+    (..., K) @ (K, N)) times the plan's packed B; anything else goes to `slow`."""
+    fn, addr, what = plan.fn, plan.addr, node.describe()
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x = env[an]
+        if type(x) is not np.ndarray or x.dtype is not F32:
+            return slow(env)
+        shape = x.shape
+        if rank == 2:
+            if len(shape) != 2 or shape[0 if ta else 1] != K:
+                return slow(env)
+            M = shape[1] if ta else shape[0]
+            oshape: Tuple[int, ...] = (M, N)
+        else:
+            if not shape or shape[-1] != K:
+                return slow(env)
+            M = x.size // K if K else 0
+            oshape = shape[:-1] + (N,)
+        if M == 0 or K == 0 or N == 0:
+            return slow(env)
+        x, xa = data_address(x)
+        y = np.empty(oshape, F32)
+        rc = fn(addr, M, xa, None, _addressof(_char_from_buffer(y)))
+        if rc:
+            lib.check(rc, what)
+        return [y]
+
+    run.plan = plan  # type: ignore[attr-defined]  # keeps the C struct and packed B alive
     return run
 
 
@@ -201,7 +314,7 @@ def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray
     packed = lib.pack_b(b0) if isinstance(b0, np.ndarray) and b0.dtype == np.float32 \
         and b0.ndim == 2 else None
 
-    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+    def slow(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x, w = env[an], env[bname]
         bias = env[biasn] if biasn else None
         if not _is_f32(x, w, bias) or x.ndim < 1 or w.ndim < 2:
@@ -231,7 +344,14 @@ def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray
         y = y.reshape(batch + (xa.shape[-2], N))
         return [y[..., 0, :] if x.ndim == 1 else y]
 
-    return run
+    if packed is None or bname not in consts:
+        return slow
+    K, N = b0.shape
+    bias0 = consts.get(biasn) if biasn else None
+    if biasn and (biasn not in consts or not _is_f32(bias0) or bias0.shape != (N,)):
+        return slow
+    plan = lib.sgemm_plan(N, K, packed_b=packed, bias=bias0, act=act, act_params=params)
+    return _planned_gemm(slow, an, plan, False, K, N, 0, lib, node)
 
 
 # ------------------------------------------------------------------------------------ pools
@@ -255,13 +375,22 @@ def build_pool(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
     a, op, xn = node.attributes, node.op_type, node.inputs[0]
     kind = "max" if "Max" in op else "avg"
 
+    gfn, gkind, what = lib.function("oxk_global_pool"), 0 if kind == "max" else 1, node.describe()
+
     def run_global(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x = env[xn]
-        if not _is_f32(x) or x.ndim < 3 or 0 in x.shape[2:]:
+        if not _is_f32(x) or x.ndim < 3 or 0 in x.shape:
             return None
-        return [lib.global_pool(x, kind)]
+        x, xa = data_address(x)
+        shape = x.shape
+        y = np.empty(shape[:2] + (1,) * (len(shape) - 2), F32)
+        nc = shape[0] * shape[1]
+        rc = gfn(xa, nc, x.size // nc, gkind, _addressof(_char_from_buffer(y)))
+        if rc:
+            lib.check(rc, what)
+        return [y]
 
-    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+    def slow(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x = env[xn]
         if not _is_f32(x) or x.ndim != 4:
             return None
@@ -275,7 +404,27 @@ def build_pool(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
                        bool(a.get("count_include_pad", 0)))
         return [y] + ([None] * (len(node.outputs) - 1))
 
-    return run_global if op.startswith("Global") else run
+    if op.startswith("Global"):
+        return run_global
+    if len(node.outputs) > 1:
+        return slow
+
+    def plan_for(shape: Tuple[int, ...]) -> Optional[Tuple[Any, ...]]:
+        if 0 in shape:
+            return None
+        kernel = spatial_attr(op, "kernel_shape", a.get("kernel_shape"), 2, 1, 1)
+        strides = spatial_attr(op, "strides", a.get("strides"), 2, 1, 1)
+        dil = spatial_attr(op, "dilations", a.get("dilations"), 2, 1, 1)
+        beg, end, out = pool_geometry(op, shape[2:], kernel, strides, dil, a.get("pads"),
+                                      auto_pad_mode(op, a.get("auto_pad", "NOTSET")),
+                                      int(a.get("ceil_mode", 0)))
+        if min(out) <= 0:
+            return None
+        plan = lib.pool_plan(shape, kind, kernel, strides, dil, (beg[0], beg[1], end[0], end[1]), out,
+                             bool(a.get("count_include_pad", 0)))
+        return plan.addr, plan.fn, (shape[0], shape[1], int(out[0]), int(out[1])), shape[0] * shape[1], plan
+
+    return _planned(slow, xn, 4, plan_for, lib, node)
 
 
 # ------------------------------------------------------------------------------------- int8

@@ -7,11 +7,34 @@ import json
 import os
 import platform
 import sys
+import threading
 
 import numpy as np
 
 import onnxedge
 from onnxedge.edge.neon import library
+
+
+def _concurrent(path: str) -> dict:
+    """Several Python threads run one session at once, each with its own batch size (so per-thread
+    scratch of different sizes and shared per-shape plans): every result must equal the serial one."""
+    sess = onnxedge.InferenceSession(path, providers=["NeonExecutionProvider", "CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    feeds = [rng.standard_normal((b, 3, 20, 18)).astype(np.float32) for b in (1, 2, 3, 1)]
+    serial = [sess.run(None, {"x": x})[0] for x in feeds]
+    diffs, runs = [], [0]
+
+    def work(i: int) -> None:
+        for _ in range(2):
+            y = sess.run(None, {"x": feeds[i]})[0]
+            diffs.append(float(np.abs(y - serial[i]).max()))
+            runs[0] += 1
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(len(feeds))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return {"runs": runs[0], "max_abs_diff": max(diffs) if diffs else -1.0}
 
 
 def main(d: str) -> None:
@@ -25,6 +48,29 @@ def main(d: str) -> None:
         bias = np.load(os.path.join(d, c + "_bias.npy"))
         np.save(os.path.join(d, "out_" + c + ".npy"),
                 lib.sgemm(a, b, bias=bias, bias_kind=library.BIAS_COL, act="GeluTanh"))
+    for c in cases.get("gemm_ext", []):
+        z, spec = np.load(os.path.join(d, c + ".npz")), json.load(open(os.path.join(d, c + ".json")))
+        a, b, cm, bias = z["a"], z["b"], z["c"], z["bias"]
+        ta, tb, kind = bool(spec["ta"]), bool(spec["tb"]), spec["kind"]
+        y = lib.sgemm(a, b, ta, tb, spec["alpha"], spec["beta"], cm, bias if kind else None, kind,
+                      spec["act"], spec["params"])
+        np.save(os.path.join(d, "out_" + c + ".npy"), y)
+        if spec["beta"] == 0.0 and kind != 1:   # a plan takes these: pre-packed B, per-column bias
+            M, N, K = y.shape[0], y.shape[1], (a.shape[0] if ta else a.shape[1])
+            plan = lib.sgemm_plan(N, K, ta, tb, spec["alpha"], lib.pack_b(b, tb), bias if kind else None,
+                                  spec["act"], spec["params"])
+            yp = np.empty((M, N), np.float32)
+            lib.check(plan.fn(plan.addr, M, library.data_address(a)[1], None, library.data_address(yp)[1]), c)
+            np.save(os.path.join(d, "out_" + c + "_plan.npy"), yp)
+    for c in cases.get("conv_plans", []):
+        z, spec = np.load(os.path.join(d, c + ".npz")), json.load(open(os.path.join(d, c + ".json")))
+        x, w = z["x"], z["w"]
+        plan = lib.conv_plan(x.shape, w, z["bias"], spec["group"], spec["strides"], spec["dilations"],
+                             spec["pads"], spec["out"], "Clip", (-0.5, 1.0), packed_w=lib.conv_pack(w, spec["group"]))
+        y = np.empty((x.shape[0], w.shape[0]) + tuple(spec["out"]), np.float32)
+        rc = plan.fn(plan.addr, x.shape[0], library.data_address(x)[1], library.data_address(y)[1])
+        lib.check(rc, c)
+        np.save(os.path.join(d, "out_" + c + ".npy"), y)
     for c in cases.get("conv", []):
         x, w = np.load(os.path.join(d, c + "_x.npy")), np.load(os.path.join(d, c + "_w.npy"))
         spec = json.load(open(os.path.join(d, c + ".json")))
@@ -47,6 +93,8 @@ def main(d: str) -> None:
                                          providers=["NeonExecutionProvider", "CPUExecutionProvider"])
         np.save(os.path.join(d, "out_" + c + ".npy"), sess.run(None, feeds)[0])
         report["partition"][c] = [(r["op_type"], r["provider"]) for r in sess.partition_report()]
+    if "cnn" in cases.get("models", []):
+        report["threads"] = _concurrent(os.path.join(d, "cnn.oxe"))
     with open(os.path.join(d, "report.json"), "w") as f:
         json.dump(report, f)
 

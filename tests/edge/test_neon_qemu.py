@@ -25,6 +25,46 @@ CONVS = {  # name: (x shape, w shape, group, strides, dilations, pads, path)
     "conv_im2col": ((2, 4, 6, 5), (6, 2, 3, 2), 2, [1, 2], [2, 1], [2, 0, 1, 1], "im2col"),
 }
 SGEMM = [(1, 1, 1), (7, 13, 5), (9, 17, 260), (1, 128, 64)]
+# NEON register-tile paths: row-major A strips of 1/2/4/8 rows and packed A (M >= 8, N > 16), K
+# tails (K % 4), N tails (N % 8), K past one 256 block, transposes, alpha/beta, bias + activation.
+GEMM_EXT = [  # M, N, K, transA, transB, alpha, beta, bias kind (0 none, 1 row, 2 col), act, params
+    (2, 9, 7, 0, 0, 1.0, 0.0, 2, "Relu", ()),
+    (3, 16, 4, 0, 1, 1.0, 0.0, 1, "Clip", (-0.3, 0.4)),
+    (5, 8, 13, 0, 0, 1.0, 0.0, 0, "", ()),
+    (13, 40, 9, 0, 0, 1.0, 0.0, 2, "Relu", ()),
+    (17, 33, 300, 0, 1, 1.0, 0.0, 1, "LeakyRelu", (0.2,)),
+    (9, 24, 6, 1, 0, 0.5, -2.0, 2, "Sigmoid", ()),
+    (16, 64, 64, 0, 0, 1.0, 1.0, 0, "Tanh", ()),
+]
+# oxk_conv2d_run plans (auto path): im2col panels that cross output rows, stride 2, pointwise,
+# depthwise stride 1 (16-wide register chunks and tails) and stride 2.
+CONV_PLANS = {  # name: (x shape, w shape, group, strides, dilations, pads)
+    "plan_im2col_rows": ((2, 3, 9, 13), (10, 3, 3, 3), 1, [1, 1], [1, 1], [1, 1, 1, 1]),
+    "plan_im2col_s2": ((1, 4, 11, 10), (8, 4, 3, 3), 1, [2, 2], [1, 1], [1, 1, 0, 1]),
+    "plan_pointwise": ((1, 12, 5, 7), (16, 12, 1, 1), 1, [1, 1], [1, 1], [0, 0, 0, 0]),
+    "plan_dw_s1": ((1, 5, 6, 37), (5, 1, 3, 3), 5, [1, 1], [1, 1], [1, 1, 1, 1]),
+    "plan_dw_s2": ((1, 4, 9, 9), (4, 1, 3, 3), 4, [2, 2], [1, 1], [1, 1, 1, 1]),
+}
+POOL_EXT = {  # name: (x shape, kind, kernel, strides, pads): vector paths and their tails
+    "pool2x2s2_max": ((1, 3, 8, 21), "max", [2, 2], [2, 2], [0, 0, 0, 0]),
+    "pool2x2s2_avg": ((1, 2, 9, 18), "avg", [2, 2], [2, 2], [0, 0, 1, 0]),
+    "pool3x3s2_max": ((1, 2, 13, 23), "max", [3, 3], [2, 2], [1, 1, 1, 1]),
+    "pool3x3s1_avg": ((1, 2, 7, 14), "avg", [3, 3], [1, 1], [0, 0, 0, 0]),
+}
+
+
+def _act(y, act, p):
+    if act == "Relu":
+        return np.maximum(y, 0)
+    if act == "Clip":
+        return np.clip(y, p[0], p[1])
+    if act == "LeakyRelu":
+        return np.where(y >= 0, y, y * p[0])
+    if act == "Sigmoid":
+        return 1 / (1 + np.exp(-y))
+    if act == "Tanh":
+        return np.tanh(y)
+    return y
 
 
 def _conv_ref(x, w, group, strides, dil, pads):
@@ -55,6 +95,41 @@ def _prepare(d):
         want[c] = ref
         cases["conv"].append(c)
     from onnxedge.kernels.pool import average_pool, max_pool
+    cases["gemm_ext"] = []
+    for i, (M, N, K, ta, tb, alpha, beta, kind, act, params) in enumerate(GEMM_EXT):
+        c = "gemm_ext_%d" % i
+        a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+        cm = rng.standard_normal((M, N)).astype(np.float32)
+        bias = rng.standard_normal(M if kind == 1 else N).astype(np.float32)
+        np.savez(os.path.join(d, c + ".npz"), a=np.ascontiguousarray(a.T) if ta else a,
+                 b=np.ascontiguousarray(b.T) if tb else b, c=cm, bias=bias)
+        json.dump({"ta": ta, "tb": tb, "alpha": alpha, "beta": beta, "kind": kind, "act": act,
+                   "params": list(params)}, open(os.path.join(d, c + ".json"), "w"))
+        y = alpha * (a.astype(np.float64) @ b) + beta * cm
+        y = y + (bias[:, None] if kind == 1 else bias[None, :]) if kind else y
+        want[c] = _act(y, act, params)
+        cases["gemm_ext"].append(c)
+    cases["conv_plans"] = []
+    for c, (xs, ws, group, s, dil, pads) in CONV_PLANS.items():
+        x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+        bias = rng.standard_normal(ws[0]).astype(np.float32)
+        from onnxedge.kernels.conv import conv
+        ref = conv(x, w, bias, group=group, strides=s, dilations=dil, pads=pads)
+        np.savez(os.path.join(d, c + ".npz"), x=x, w=w, bias=bias)
+        json.dump({"group": group, "strides": s, "dilations": dil, "pads": pads, "out": list(ref.shape[2:])},
+                  open(os.path.join(d, c + ".json"), "w"))
+        want[c] = np.clip(ref, -0.5, 1.0)
+        cases["conv_plans"].append(c)
+    cases["pool_ext"] = []
+    for c, (xs, kind, k, s, pads) in POOL_EXT.items():
+        x = rng.standard_normal(xs).astype(np.float32)
+        attrs = dict(kernel_shape=k, strides=s, pads=pads)
+        ref = max_pool(None, x, **attrs) if kind == "max" else average_pool(x, **attrs)
+        np.save(os.path.join(d, c + "_x.npy"), x)
+        json.dump({"kind": kind, "kernel": k, "strides": s, "pads": pads, "out": list(ref.shape[2:]),
+                   "include_pad": False}, open(os.path.join(d, c + ".json"), "w"))
+        want[c] = ref
+        cases["pool"].append(c)
     x = rng.standard_normal((1, 3, 7, 8)).astype(np.float32)
     for c, kind in (("pool_max", "max"), ("pool_avg", "avg")):
         attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
@@ -124,6 +199,23 @@ def test_float_kernels_under_qemu(a72, case):
     _, d, want = a72
     np.testing.assert_allclose(np.load(os.path.join(d, "out_" + case + ".npy")), want[case],
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["gemm_ext_%d" % i for i in range(len(GEMM_EXT))] + list(CONV_PLANS) +
+                         list(POOL_EXT))
+def test_register_tile_paths_under_qemu(a72, case):
+    _, d, want = a72
+    got = np.load(os.path.join(d, "out_" + case + ".npy"))
+    np.testing.assert_allclose(got, want[case], rtol=1e-4, atol=1e-4)
+    plan = os.path.join(d, "out_" + case + "_plan.npy")
+    if case.startswith("gemm_ext") and os.path.exists(plan):   # the compiled-plan entry: same bits
+        np.testing.assert_array_equal(np.load(plan), got)
+
+
+def test_concurrent_sessions_under_qemu(a72):
+    report = a72[0]
+    assert report["threads"]["runs"] >= 8
+    assert report["threads"]["max_abs_diff"] == 0.0
 
 
 @pytest.mark.parametrize("case", ["q_u8s8", "q_s8s8"])
