@@ -184,7 +184,8 @@ class InferenceSession:
         checker.check_graph(self._model.graph)
         self._optimize(opts)
         graph = self._model.graph
-        self._providers = self._create_providers(_normalize_providers(providers, provider_options))
+        self._providers = self._create_providers(_normalize_providers(providers, provider_options),
+                                                 int(opts.intra_op_num_threads or 0))
         self._functions = {(f.domain, f.name): f for f in self._model.functions}
         opsets = dict(self._model.opset_imports)
         executor.check_supported(graph.nodes, opsets, self._functions)
@@ -224,7 +225,10 @@ class InferenceSession:
             model_io.save(self._model, opts.optimized_model_filepath)
 
     @staticmethod
-    def _create_providers(requested: List[Tuple[str, Dict[str, Any]]]) -> List[ExecutionProvider]:
+    def _create_providers(requested: List[Tuple[str, Dict[str, Any]]],
+                          intra_op_num_threads: int = 0) -> List[ExecutionProvider]:
+        """Providers in priority order, CPU last; a provider that declares the option
+        `intra_op_num_threads` gets the session's value unless its own options set it."""
         classes = discovery.provider_classes()
         out: List[ExecutionProvider] = []
         for name, opts in requested:
@@ -236,6 +240,10 @@ class InferenceSession:
             if not classes[name].is_available():
                 log.warning("%s is not available on this machine; falling back to the others", name)
                 continue
+            if intra_op_num_threads > 0 and "intra_op_num_threads" in getattr(
+                    classes[name], "OPTIONS", ()):
+                opts = dict(opts)
+                opts.setdefault("intra_op_num_threads", intra_op_num_threads)
             out.append(discovery.create(name, opts))
         if not any(p.name == "CPUExecutionProvider" for p in out):
             out.append(discovery.create("CPUExecutionProvider", {}))

@@ -5,7 +5,8 @@ On aarch64 (Raspberry Pi, phones) the library is the NEON build; on x86_64 it is
 of the same C kernels (SSE2/AVX2), so the provider also runs natively, which the tests use. The
 provider is available only where its library loads.
 
-Options (provider_options): `intra_op_num_threads` (int, 0 = one per CPU; the kernel library's
+Options (provider_options): `intra_op_num_threads` (int, 0 = one per CPU; defaults to the
+session's SessionOptions.intra_op_num_threads when that is set; the kernel library's
 thread pool is process-wide, so the last session created decides), `library` ("" or "generic":
 the plain-C vector build), `library_path` (an explicit .so).
 """

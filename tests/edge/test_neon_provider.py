@@ -263,3 +263,21 @@ def test_bad_input_shape_names_the_node():
     sess = _session(m)
     with pytest.raises(onnxedge.errors.OnnxEdgeError, match="conv0.*channels"):
         sess.run(None, {"x": np.zeros((1, 4, 5, 5), np.float32)})
+
+
+def test_session_intra_op_num_threads_sizes_the_kernel_pool():
+    model, feeds = mlp()
+    opts = onnxedge.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = onnxedge.InferenceSession(model, opts, providers=NEON)
+    neon = next(p for p in sess._providers if p.name == NEON[0])
+    assert neon.options["intra_op_num_threads"] == 1 and neon.lib.num_threads() == 1
+    opts.intra_op_num_threads = 2   # the provider's own option wins over the session's
+    sess = onnxedge.InferenceSession(model, opts,
+                                     providers=NEON,
+                                     provider_options=[{"intra_op_num_threads": 1}, {}])
+    neon = next(p for p in sess._providers if p.name == NEON[0])
+    assert neon.lib.num_threads() == 1
+    sess = onnxedge.InferenceSession(model, opts, providers=NEON)
+    assert next(p for p in sess._providers if p.name == NEON[0]).lib.num_threads() == 2
+    np.testing.assert_allclose(sess.run(None, feeds)[0], ort_run(model, feeds)[0], rtol=1e-4, atol=1e-5)
