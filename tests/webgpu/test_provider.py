@@ -104,3 +104,16 @@ def test_cli_inspect_lists_partitions_and_fallbacks(webgpu, tmp_path):
     assert "WebGpuExecutionProvider" in out.stdout
     assert "no WebGPU kernel for Det" in out.stdout, out.stdout
     del nodes
+
+
+def test_runs_from_many_threads_give_the_serial_results(webgpu):
+    from concurrent.futures import ThreadPoolExecutor
+    m, _ = _chain()
+    sess = onnxedge.InferenceSession(m, providers=webgpu)
+    xs = [np.random.default_rng(10 + i).standard_normal((64, 96)).astype(np.float32) for i in range(8)]
+    serial = [sess.run(None, {"x": x})[0] for x in xs]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            got = list(pool.map(lambda x: sess.run(None, {"x": x})[0], xs))
+            for g, s in zip(got, serial):
+                np.testing.assert_array_equal(g, s)
