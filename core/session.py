@@ -182,6 +182,7 @@ class InferenceSession:
         self._model = load(path_or_bytes)
         self._model_path = path_or_bytes if isinstance(path_or_bytes, (str, os.PathLike)) else None
         checker.check_graph(self._model.graph)
+        self._metadata = ModelMetadata(self._model)   # the file's, not the optimizer's stamp
         self._optimize(opts)
         graph = self._model.graph
         self._providers = self._create_providers(_normalize_providers(providers, provider_options),
@@ -270,8 +271,8 @@ class InferenceSession:
         return list(self._overridable)
 
     def get_modelmeta(self) -> ModelMetadata:
-        """The model's metadata."""
-        return ModelMetadata(self._model)
+        """The model's metadata, as in the file it was loaded from."""
+        return self._metadata
 
     def get_providers(self) -> List[str]:
         """Names of the providers registered for this session, in priority order."""

@@ -3,6 +3,10 @@
 `optimize(model, level)` returns the rewritten model (the input model is left as it was); passes
 live in `passes/`, one job per module, and `manager.py` runs them to a fixpoint.
 
+An optimized model carries the stamp `metadata_props["onnxedge.optimized"] = "<level> <version>"`,
+saved with it (`.oxe` or `.onnx`), so a device that opens it skips the passes it has had already
+(they run again when this build's optimizer `VERSION` differs from the stamp's).
+
 - basic: constant folding with the CPU kernels, Identity/Dropout elimination, shape-op folding,
   Reshape targets computed from the input's shape, Reshape/Squeeze/Unsqueeze/Flatten chains,
   dead-node elimination.
@@ -21,6 +25,8 @@ from ..errors import InvalidArgument, OnnxEdgeError
 log = logging.getLogger("onnxedge")
 
 LEVELS = ("disable", "basic", "extended", "all")
+VERSION = 1          # bump when a pass changes what it produces: saved stamps then go stale
+STAMP_KEY = "onnxedge.optimized"
 
 
 def level_name(level: Union[str, int]) -> str:
@@ -40,7 +46,7 @@ def level_name(level: Union[str, int]) -> str:
 def optimize(model: ir.Model, level: Union[str, int] = "all") -> ir.Model:
     """The model rewritten by every pass at `level` and below (a copy; `model` is unchanged)."""
     name = level_name(level)
-    if name == "disable":
+    if name == "disable" or already_optimized(model, name):
         return model
     from .manager import PASSES, run_passes
     out = copy_model(model)
@@ -52,7 +58,16 @@ def optimize(model: ir.Model, level: Union[str, int] = "all") -> ir.Model:
         log.warning("graph optimizer failed on graph %r (%s: %s); the model runs unoptimized",
                     model.graph.name, type(e).__name__, e)
         return model
+    out.metadata_props[STAMP_KEY] = "%s %d" % (name, VERSION)
     return out
+
+
+def already_optimized(model: ir.Model, level: Union[str, int]) -> bool:
+    """True when the model's stamp says this optimizer version ran it at `level` or above."""
+    stamp = model.metadata_props.get(STAMP_KEY, "").split()
+    if len(stamp) != 2 or stamp[0] not in LEVELS or stamp[1] != str(VERSION):
+        return False
+    return LEVELS.index(stamp[0]) >= LEVELS.index(level_name(level))
 
 
 def copy_graph(graph: ir.Graph) -> ir.Graph:
@@ -82,4 +97,5 @@ def copy_model(model: ir.Model) -> ir.Model:
                     list(model.functions))
 
 
-__all__ = ["LEVELS", "level_name", "optimize", "copy_model", "copy_graph"]
+__all__ = ["LEVELS", "VERSION", "STAMP_KEY", "level_name", "optimize", "already_optimized",
+           "copy_model", "copy_graph"]

@@ -9,7 +9,7 @@ import onnxedge
 from onnxedge import onnx_loader
 from onnxedge.optimizer import level_name, optimize
 
-from optimizer_util import assert_same_outputs, make_model, ops, rand, vi
+from optimizer_util import assert_same_outputs, make_model, ops, rand, reference, vi
 
 
 def _mlp() -> bytes:
@@ -88,3 +88,27 @@ def test_a_failing_pass_leaves_the_model_unoptimized(monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="onnxedge"):
         out = optimize(model, "basic")
     assert out is model and "ZeroDivisionError: boom" in caplog.text
+
+
+def test_a_saved_optimized_model_skips_the_passes_it_has_had(tmp_path, monkeypatch):
+    from onnxedge import optimizer
+    from onnxedge.optimizer import manager
+    basic = optimize(onnx_loader.load_model(_mlp()), "basic")
+    assert basic.metadata_props[optimizer.STAMP_KEY] == "basic %d" % optimizer.VERSION
+    assert optimizer.already_optimized(basic, "basic") and not optimizer.already_optimized(basic, "all")
+    assert ops(optimize(basic, "all")) == ["FusedGemm"]            # a higher level still runs
+    opts = onnxedge.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "m.oxe")
+    onnxedge.InferenceSession(_mlp(), opts)
+    calls = []
+    real = manager.run_passes
+    monkeypatch.setattr(manager, "run_passes", lambda *a: calls.append(a) or real(*a))
+    sess = onnxedge.InferenceSession(str(tmp_path / "m.oxe"))         # stamped "all": no pass runs
+    assert calls == []
+    x = rand(2, 3, seed=5)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], reference(_mlp(), {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+    stale = onnx_loader.load_model(_mlp())
+    stale.metadata_props[optimizer.STAMP_KEY] = "all %d" % (optimizer.VERSION + 1)
+    assert not optimizer.already_optimized(stale, "basic")          # another optimizer version
+    assert ops(optimize(stale, "all")) == ["FusedGemm"]
