@@ -19,6 +19,7 @@ from . import dtypes, ir
 from .errors import InvalidArgument, OnnxEdgeError
 
 COMMAND_GROUP = "onnxedge.commands"
+_LEVELS = {"disable": 0, "basic": 1, "extended": 2, "all": 99}   # GraphOptimizationLevel values
 
 
 def _parse_providers(text: Optional[str]) -> Optional[List[str]]:
@@ -99,6 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .session import InferenceSession, SessionOptions
     opts = SessionOptions()
     opts.intra_op_num_threads = args.threads
+    opts.graph_optimization_level = _LEVELS[args.optimize]
     sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
     feeds = _load_inputs(args.input)
     dims = _parse_dims(args.dim)
@@ -131,8 +133,10 @@ def _shape_text(arg: Any) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Print a model's inputs, outputs, opsets, op histogram and partition."""
-    from .session import InferenceSession
-    sess = InferenceSession(args.model, providers=_parse_providers(args.providers))
+    from .session import InferenceSession, SessionOptions
+    opts = SessionOptions()
+    opts.graph_optimization_level = _LEVELS[args.optimize]
+    sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
     model: ir.Model = sess.model
     meta = sess.get_modelmeta()
     print("model: %s" % args.model)
@@ -152,6 +156,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     n_params = sum(int(v.size) for v in model.graph.initializers.values() if isinstance(v, np.ndarray))
     print("nodes: %d, initializers: %d (%d values)" % (len(model.graph.nodes),
                                                        len(model.graph.initializers), n_params))
+    if len(model.graph.nodes) != sess._loaded_node_count:
+        print("  (after the optimizer at level %s; %d nodes in the file, --optimize disable "
+              "shows them)" % (args.optimize, sess._loaded_node_count))
     print("op histogram:")
     for op, count in hist.most_common():
         print("  %-28s %d" % (op, count))
@@ -219,6 +226,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_optimize_option(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--optimize", choices=list(_LEVELS), default=default,
+                   help="graph optimization level (default: %(default)s)")
+
+
 def _plugin_commands() -> list:
     from .providers.discovery import _entry_points
     return _entry_points(COMMAND_GROUP)
@@ -241,19 +253,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads (0 = default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--output-dir", "-o", help="also save each output as NAME.npy here")
+    _add_optimize_option(p, "all")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("inspect", help="print inputs, outputs, opsets, op histogram and partition")
-    p.add_argument("model", help="path to a .onnx model")
+    p.add_argument("model", help="path to a .onnx or .oxe model")
     p.add_argument("--providers", help="comma-separated execution providers, in priority order")
     p.add_argument("--verbose", "-v", action="store_true", help="list the provider of every node")
+    _add_optimize_option(p, "all")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("convert", help="convert .onnx <-> .oxe (lossless), optionally optimizing")
     p.add_argument("model", help="path to a .onnx or .oxe model")
     p.add_argument("--output", "-o", required=True, help="output path: .oxe or .onnx")
-    p.add_argument("--optimize", choices=["disable", "basic", "extended", "all"],
-                   default="disable", help="graph optimization level (default: %(default)s)")
+    _add_optimize_option(p, "disable")
     p.add_argument("--external-data-threshold", type=int, metavar="BYTES",
                    help="store initializers of at least BYTES bytes in OUTPUT.data beside it")
     p.set_defaults(func=cmd_convert)

@@ -183,6 +183,7 @@ class InferenceSession:
         self._model_path = path_or_bytes if isinstance(path_or_bytes, (str, os.PathLike)) else None
         checker.check_graph(self._model.graph)
         self._metadata = ModelMetadata(self._model)   # the file's, not the optimizer's stamp
+        self._loaded_node_count = len(self._model.graph.nodes)
         self._optimize(opts)
         graph = self._model.graph
         self._providers = self._create_providers(_normalize_providers(providers, provider_options),

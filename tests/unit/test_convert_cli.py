@@ -82,3 +82,18 @@ def test_convert_errors_are_reported(tmp_path, capsys):
     assert "InvalidGraph" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["convert", src, "-o", str(tmp_path / "z.oxe"), "--optimize", "fast"])
+
+
+def test_inspect_and_run_take_the_optimization_level(tmp_path, capsys):
+    src = str(tmp_path / "m.onnx")
+    _model(src)
+    assert cli.main(["inspect", src]) == 0
+    out = capsys.readouterr().out
+    assert "com.onnxedge.FusedGemm" in out and "4 nodes in the file" in out
+    assert cli.main(["inspect", src, "--optimize", "disable"]) == 0
+    out = capsys.readouterr().out
+    assert "nodes: 4," in out and "in the file" not in out and "Identity" in out
+    assert cli.main(["run", src, "--optimize", "basic"]) == 0
+    assert "y: float32 [1, 64]" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["inspect", src, "--optimize", "max"])
