@@ -125,14 +125,18 @@ def gelu(X: np.ndarray, approximate: str = "none") -> np.ndarray:
 @register("MultiHeadAttention", domain=DOMAIN, since=1)
 def multi_head_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
                          mask: Optional[np.ndarray] = None, num_heads: int = 1,
-                         scale: float = 1.0) -> np.ndarray:
+                         scale: float = 1.0, nan_to_zero: int = 0) -> np.ndarray:
     """MultiHeadAttention: scaled dot-product attention over `num_heads` heads.
 
     query [batch, q_seq, H * D], key and value [batch, kv_seq, H * D] (already projected; the
     first two dims are kept as they are, the rest split into H heads of size D), optional additive
-    `mask` broadcastable to the scores [batch, H, q_seq, kv_seq]. Per head:
-    softmax(q @ k^T * scale + mask) @ v, over the last axis; heads concatenated back to
-    [batch, q_seq, H * D].
+    `mask` broadcastable to the scores [batch, H, q_seq, kv_seq] (a mask that would make the
+    scores larger is an error). Per head: p = softmax(q @ k^T * scale + mask) over the last axis;
+    with `nan_to_zero` = 1 (default 0) every NaN in p becomes 0 (a row whose scores are all -inf,
+    or hold NaN or +inf: torch's exported scaled_dot_product_attention guards its softmax with
+    Where(IsNaN(p), 0, p)); result p @ v, heads concatenated back to [batch, q_seq, H * D].
+    nan_to_zero was added later (its default keeps earlier models' meaning): a provider kernel
+    without it must refuse nodes that set it (WebGPU's claim does; NEON does not claim the op).
     """
     heads = int(num_heads)
     for what, x in (("query", query), ("key", key), ("value", value)):
@@ -150,13 +154,21 @@ def multi_head_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
         scores *= scores.dtype.type(scale)
     if mask is not None:
         bias = widen(mask).astype(scores.dtype, copy=False)
-        if np.broadcast(scores, bias).shape == scores.shape:
-            scores += bias   # in place: a fresh array costs page faults on every run
-        else:
-            scores = scores + bias
-    scores -= np.max(scores, axis=-1, keepdims=True)
-    np.exp(scores, out=scores)
-    scores /= np.sum(scores, axis=-1, keepdims=True)
+        try:
+            grown = np.broadcast(scores, bias).shape != scores.shape
+        except ValueError:
+            grown = True
+        if grown:
+            raise InvalidArgument("MultiHeadAttention: mask of shape %s does not broadcast to the "
+                                  "scores [batch, heads, q_seq, kv_seq] = %s"
+                                  % (mask.shape, scores.shape))
+        scores += bias   # in place: a fresh array costs page faults on every run
+    with np.errstate(invalid="ignore"):   # a row of -inf scores: NaN, as ai.onnx Softmax gives
+        scores -= np.max(scores, axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= np.sum(scores, axis=-1, keepdims=True)
+    if int(nan_to_zero):
+        scores[np.isnan(scores)] = 0
     out = np.matmul(scores, split(v)).transpose(0, 2, 1, 3)
     out = out.reshape(out.shape[0], out.shape[1], -1)
     return out if out.dtype == dtype else out.astype(dtype)

@@ -183,3 +183,77 @@ def test_huggingface_bert_export_is_fused_and_still_matches():
         expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
         got = onnxedge.InferenceSession(path).run(None, feeds)
         np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-5)
+
+
+def _fixture(name: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", name)
+
+
+def _matches_onnxruntime(path: str, vocab: int = 50) -> None:
+    """The optimized session (the default level) against onnxruntime on the original model, with
+    padded batch rows and a row whose every key is masked."""
+    rng = np.random.RandomState(5)
+    session = onnxedge.InferenceSession(path)
+    reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for batch, seq in ((1, 16), (3, 9), (2, 1)):
+        mask = np.ones((batch, seq), np.int64)
+        mask[-1, seq // 2:] = 0
+        mask[0, :] = 0 if batch > 1 else 1
+        feeds = {"input_ids": rng.randint(0, vocab, (batch, seq)).astype(np.int64),
+                 "attention_mask": mask}
+        np.testing.assert_allclose(session.run(None, feeds)[0], reference.run(None, feeds)[0],
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_huggingface_bert_dynamo_export_is_fused_and_still_matches():
+    """torch.onnx.export(dynamo=True) of a BertModel (see data/make_hf_dynamo_tiny.py): Q and K
+    each scaled, K transposed through 3-D Reshapes, the softmax guarded by Where(IsNaN)."""
+    path = _fixture("hf_bert_tiny_dynamo.onnx")
+    model = onnx_loader.load_model(path)
+    out = optimize(model, "all")
+    kinds = [(n.domain, n.op_type) for n in out.graph.nodes]
+    mha = [n for n in out.graph.nodes if n.op_type == "MultiHeadAttention"]
+    assert len(mha) == 2 and all(n.attributes.get("nan_to_zero") == 1 for n in mha)
+    assert all(n.attributes["num_heads"] == 4 and abs(n.attributes["scale"] - 0.25) < 1e-6
+               for n in mha)
+    assert ("", "Softmax") not in kinds and ("", "IsNaN") not in kinds
+    assert ("", "Transpose") not in kinds and ("", "Reshape") not in kinds
+    assert len(model.graph.nodes) == 120 and len(out.graph.nodes) <= 60
+    _matches_onnxruntime(path)
+
+
+def test_huggingface_gpt2_dynamo_export_is_fused_and_still_matches():
+    """The same exporter on a causal GPT2Model: Q, K, V from one Split, the merge Reshape to
+    [-1, H * D] (before a Gemm) stays after the fused node."""
+    path = _fixture("hf_gpt2_tiny_dynamo.onnx")
+    model = onnx_loader.load_model(path)
+    out = optimize(model, "all")
+    kinds = [(n.domain, n.op_type) for n in out.graph.nodes]
+    assert kinds.count(("com.onnxedge", "MultiHeadAttention")) == 2
+    assert ("", "Softmax") not in kinds and ("", "IsNaN") not in kinds
+    assert len(model.graph.nodes) == 136 and len(out.graph.nodes) <= 80
+    _matches_onnxruntime(path)
+
+
+@pytest.mark.parametrize("name,before,after,nan_guard", [
+    ("torch_sdpa_causal_dynamo.onnx", 40, 17, False),     # mask built from Shape(Q), Shape(K)
+    ("torch_sdpa_mask_scale_dynamo.onnx", 37, 6, True),   # boolean mask, scale=0.3
+])
+def test_torch_sdpa_dynamo_exports_are_fused_and_still_match(name, before, after, nan_guard):
+    path = _fixture(name)
+    model = onnx_loader.load_model(path)
+    out = optimize(model, "all")
+    mha = [n for n in out.graph.nodes if n.op_type == "MultiHeadAttention"]
+    assert len(mha) == 1 and mha[0].attributes.get("nan_to_zero", 0) == int(nan_guard)
+    assert abs(mha[0].attributes["scale"] - (0.3 if nan_guard else 8 ** -0.5)) < 1e-6
+    assert (len(model.graph.nodes), len(out.graph.nodes)) == (before, after)
+    rng = np.random.RandomState(6)
+    session = onnxedge.InferenceSession(path)
+    reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for batch, seq in ((2, 6), (3, 11), (1, 1)):
+        mask = np.ones((batch, seq), bool)
+        mask[-1, seq // 2:] = False
+        mask[0, :] = batch == 1   # batch row 0 fully masked (NaN-guarded) unless alone
+        feeds = {"x": rng.standard_normal((batch, seq, 32)).astype(np.float32), "m": mask}
+        np.testing.assert_allclose(session.run(None, feeds)[0], reference.run(None, feeds)[0],
+                                   rtol=1e-4, atol=1e-5)

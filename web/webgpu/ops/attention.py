@@ -14,6 +14,9 @@ from .normalization import softmax_rows
 
 
 def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
+    if int(attr(node, "nan_to_zero", 0)):
+        return ("nan_to_zero=1 (NaN probabilities zeroed, from torch's dynamo export) is not "
+                "implemented on WebGPU")
     return float_inputs(node, dtypes, [0, 1, 2, 3])
 
 
