@@ -234,6 +234,18 @@ def test_fused_gemm_matmul_attention(webgpu):
             feeds)
 
 
+@pytest.mark.parametrize("skv", [11, 300])   # one thread per row, and one workgroup per row
+def test_attention_nan_to_zero_zeroes_fully_masked_rows(webgpu, skv):
+    d = ["com.onnxedge"]
+    mask = np.zeros((2, 1, 9, skv), np.float32)
+    mask[0, 0, 3, :] = -np.inf                       # a row with nothing to attend to
+    mask[1, 0, :, skv // 2:] = -np.inf
+    feeds = {"q": f(2, 9, 16), "k": f(2, skv, 16), "v": f(2, skv, 16), "m": mask}
+    got = compare(model([mk("MultiHeadAttention", ["q", "k", "v", "m"], ["y"], domain=d[0],
+                            num_heads=4, scale=0.5, nan_to_zero=1)], feeds, domains=d), feeds)[0]
+    assert np.all(got[0, 3] == 0) and np.isfinite(got).all()
+
+
 def test_mish_matches_float64_reference(webgpu):
     import onnxedge
     x = np.linspace(-30, 30, 12001).astype(np.float32)

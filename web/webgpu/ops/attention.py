@@ -14,9 +14,6 @@ from .normalization import softmax_rows
 
 
 def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    if int(attr(node, "nan_to_zero", 0)):
-        return ("nan_to_zero=1 (NaN probabilities zeroed, from torch's dynamo export) is not "
-                "implemented on WebGPU")
     return float_inputs(node, dtypes, [0, 1, 2, 3])
 
 
@@ -38,7 +35,9 @@ def run_mha(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
                   [Skv * k.shape[2], D], [B, H, Sq, Skv], alpha=float(attr(node, "scale", 1.0)))
     if mask is not None:
         scores = binary(rt, scores, mask, "a + b")
-    probs = softmax_rows(rt, scores, B * H * Sq, Skv, 1)
+    # nan_to_zero: a fully masked (all -inf) row gives zeros instead of 0/0
+    probs = softmax_rows(rt, scores, B * H * Sq, Skv, 1,
+                         zero_empty_rows=bool(int(attr(node, "nan_to_zero", 0))))
     ctx = gemm(rt, probs, v, Sq, Dv, Skv, (Skv, 1), (v.shape[2], 1), [B, H], [H * Sq * Skv, Sq * Skv],
                [Skv * v.shape[2], Dv], [B, H, Sq, Dv])
     out = rt.new([B, Sq, H * Dv], F32)

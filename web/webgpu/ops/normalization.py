@@ -128,9 +128,13 @@ def run_instance_norm(rt: Recorder, node: Any, ins: List[Any], opset: int) -> Li
                      float(attr(node, "epsilon", 1e-5)))]
 
 
-def softmax_rows(rt: Recorder, x: Any, rows: int, D: int, inner: int, log: bool = False) -> Any:
-    """Record Softmax (LogSoftmax when log) over rows of D elements at stride inner."""
+def softmax_rows(rt: Recorder, x: Any, rows: int, D: int, inner: int, log: bool = False,
+                 zero_empty_rows: bool = False) -> Any:
+    """Record Softmax (LogSoftmax when log) over rows of D elements at stride inner;
+    `zero_empty_rows` gives 0 for rows whose every element is -inf (where 0/0 would be NaN)."""
     expr = "f32(X[k]) - mx - log(sum)" if log else "exp(f32(X[k]) - mx) / sum"
+    if zero_empty_rows:
+        expr = "select(%s, 0.0, sum == 0.0)" % expr
     return _rownorm(rt, x, [], (_SOFTMAX_BODY % expr, _SOFTMAX_BODY_WG % expr), rows, D, inner)
 
 
