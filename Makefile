@@ -10,7 +10,7 @@ PY38        := $(VENV38)/bin/python
 STAMP       := .make
 PYTEST_ARGS ?=
 
-.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test-unit test38 conformance conformance-report demo bench index clean
+.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test38 conformance conformance-report demo bench index clean
 
 help:  ## list the targets
 	@echo "onnxedge — make targets:"

@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("run", help="run a model and print its outputs")
-    p.add_argument("model", help="path to a .onnx model")
+    p.add_argument("model", help="path to a .onnx or .oxe model")
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input from a .npy file (repeatable); others get random values")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=INT",

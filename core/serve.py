@@ -428,8 +428,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.addHandler(handler)
         log.propagate = False
     log.setLevel(logging.INFO)
-    providers = [p.strip() for p in args.providers.split(",") if p.strip()] if args.providers else None
-    server = make_server(args.model, args.host, args.port, providers, args.max_body_bytes)
+    from .cli import _parse_providers
+    server = make_server(args.model, args.host, args.port, _parse_providers(args.providers),
+                         args.max_body_bytes)
     log.info("serving %s on %s (providers: %s; POST /v1/run, GET /healthz, GET /metadata)",
              args.model, server.url, ", ".join(server.session.get_providers()))
     return serve_until_signal(server)

@@ -49,8 +49,6 @@ def required_operators(model: Union[str, bytes, ir.Model],
     (a session optimizes at load time, at "all" unless told otherwise, and may bring in fused
     ops such as com.onnxedge FusedGemm); None scans the model as it is.
     """
-    if isinstance(model, str) and not os.path.exists(model):
-        raise NoSuchFile("model %s does not exist" % model)
     m = model if isinstance(model, ir.Model) else model_io.load(model)
     out = _scan_model(m)
     if level is not None and level != "disable":

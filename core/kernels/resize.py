@@ -109,12 +109,13 @@ def interpolation_taps(x: np.ndarray, in_len: int, scale: float, mode: str, cubi
     return np.clip(idx, 0, in_len - 1).astype(np.intp), w
 
 
-def _resize_axis(x: np.ndarray, axis: int, out_len: int, scale: float, p: "_Params",
-                 roi: Optional[Tuple[float, float]]) -> np.ndarray:
-    """x resized along one axis."""
-    in_len = x.shape[axis]
+def axis_source(p: "_Params", in_len: int, out_len: int, scale: float,
+                roi: Optional[Tuple[float, float]]
+                ) -> Optional[Tuple[np.ndarray, Optional[np.ndarray]]]:
+    """(source coordinate of every output position, mask of those outside the input for
+    tf_crop_and_resize or None) along one axis; None when the axis stays as it is."""
     if np.float32(scale) == 1 and out_len == in_len:    # onnxruntime leaves such an axis alone
-        return x
+        return None
     coords = source_coords(p.ct_mode, out_len, in_len, scale, roi, p.from_scales)
     outside = None
     if p.ct_mode == "tf_crop_and_resize":
@@ -122,7 +123,18 @@ def _resize_axis(x: np.ndarray, axis: int, out_len: int, scale: float, p: "_Para
         if not outside.any():
             outside = None
     if outside is None and out_len == in_len and np.array_equal(coords, np.arange(in_len)):
+        return None
+    return coords, outside
+
+
+def _resize_axis(x: np.ndarray, axis: int, out_len: int, scale: float, p: "_Params",
+                 roi: Optional[Tuple[float, float]]) -> np.ndarray:
+    """x resized along one axis."""
+    in_len = x.shape[axis]
+    src = axis_source(p, in_len, out_len, scale, roi)
+    if src is None:
         return x
+    coords, outside = src
     bshape = [1] * x.ndim
     bshape[axis] = out_len
     if p.mode == "nearest":

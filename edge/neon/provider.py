@@ -29,7 +29,7 @@ def _int_option(options: Dict[str, Any], key: str, default: int) -> int:
     try:
         n = int(v)
     except (TypeError, ValueError):
-        raise InvalidArgument("NeonExecutionProvider option %s=%r: expected an integer >= 0" % (key, v))
+        n = -1
     if n < 0:
         raise InvalidArgument("NeonExecutionProvider option %s=%r: expected an integer >= 0" % (key, v))
     return n

@@ -59,7 +59,7 @@ def _write(path: str, text: str, mode: int = 0o644) -> None:
 
 
 def convert_models(paths: Sequence[str], dest: str, level: str = "all") -> List[str]:
-    """Optimize each model and save it into dest as .oxe (as .onnx while the build lacks .oxe)."""
+    """Optimize each model and save it into dest as .oxe."""
     os.makedirs(dest, exist_ok=True)
     out = []
     stems = set()
@@ -72,12 +72,7 @@ def convert_models(paths: Sequence[str], dest: str, level: str = "all") -> List[
         stems.add(stem)
         model = optimizer.optimize(model_io.load(path), level)
         target = os.path.join(dest, stem + ".oxe")
-        try:
-            model_io.save(model, target)
-        except NotImplemented as e:
-            warnings.warn("%s; writing %s.onnx instead (the Pi then needs the onnx package)" % (e, stem))
-            target = os.path.join(dest, stem + ".onnx")
-            model_io.save(model, target)
+        model_io.save(model, target)
         out.append(target)
     return out
 

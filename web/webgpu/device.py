@@ -367,7 +367,7 @@ class WgpuDevice(Device):
                                               c.dst_offset, c.nbytes)
                 continue
             entries = [{"binding": i, "resource": {"buffer": b.handle, "offset": 0,
-                                                   "size": _bind_size(b)}}
+                                                   "size": padded_size(b.nbytes)}}
                        for i, b in enumerate(c.buffers)]
             if c.uniform:
                 entries.append({"binding": len(c.buffers), "resource": {
@@ -383,7 +383,7 @@ class WgpuDevice(Device):
             pending.end()
         staging = []
         for r in cmds.readbacks:
-            n = max(4, (r.nbytes + 3) // 4 * 4)
+            n = padded_size(r.nbytes)
             s = self.acquire(n, "staging")
             encoder.copy_buffer_to_buffer(r.buffer.handle, 0, s.handle, 0, n)
             staging.append(s)
@@ -392,7 +392,7 @@ class WgpuDevice(Device):
         out = []
         try:
             for r, s in zip(cmds.readbacks, staging):
-                n = max(4, (r.nbytes + 3) // 4 * 4)
+                n = padded_size(r.nbytes)
                 s.handle.map_sync(self._wgpu.MapMode.READ, 0, n)
                 try:
                     raw = s.handle.read_mapped(0, n, copy=True)
@@ -408,8 +408,9 @@ class WgpuDevice(Device):
         return out
 
 
-def _bind_size(b: Buffer) -> int:
-    return max(4, (b.nbytes + 3) // 4 * 4)
+def padded_size(nbytes: int) -> int:
+    """`nbytes` rounded up to a multiple of 4, at least 4: the size WebGPU binds, copies and maps."""
+    return max(4, (nbytes + 3) // 4 * 4)
 
 
 _DEFAULT: Dict[Tuple[str, bool], Any] = {}

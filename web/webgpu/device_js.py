@@ -24,7 +24,8 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from ...errors import EPFail
-from .device import AdapterInfo, Buffer, CommandList, Copy, Device, pack_uniforms, set_default_device
+from .device import (AdapterInfo, Buffer, CommandList, Copy, Device, pack_uniforms, padded_size,
+                     set_default_device)
 
 # WebGPU limits requested up to what the adapter offers (JS name -> the native backend's name)
 _LIMITS = {"maxStorageBufferBindingSize": "max-storage-buffer-binding-size",
@@ -181,7 +182,7 @@ class JsDevice(Device):
             encoder = dev.createCommandEncoder()
             self._encode(encoder, cmds, offsets, ubuf)
             for r in cmds.readbacks:
-                n = _padded(r.nbytes)
+                n = padded_size(r.nbytes)
                 s = self.acquire(n, "staging")
                 staging.append(s)
                 encoder.copyBufferToBuffer(r.buffer.handle, 0, s.handle, 0, n)
@@ -194,7 +195,7 @@ class JsDevice(Device):
                              % (len(cmds.commands), _pipeline_keys(cmds), error.message))
             out = []
             for r, s in zip(cmds.readbacks, staging):
-                n = _padded(r.nbytes)
+                n = padded_size(r.nbytes)
                 await s.handle.mapAsync(self._map_read, 0, n)
                 try:
                     raw = from_js_bytes(s.handle.getMappedRange(0, n), n)
@@ -224,7 +225,7 @@ class JsDevice(Device):
                                            c.dst_offset, c.nbytes)
                 continue
             entries = [js_object(binding=i, resource=js_object(buffer=b.handle, offset=0,
-                                                               size=_padded(b.nbytes)))
+                                                               size=padded_size(b.nbytes)))
                        for i, b in enumerate(c.buffers)]
             if c.uniform and ubuf is not None:
                 entries.append(js_object(binding=len(c.buffers), resource=js_object(
@@ -239,10 +240,6 @@ class JsDevice(Device):
             pending.dispatchWorkgroups(x, y, z)
         if pending is not None:
             pending.end()
-
-
-def _padded(nbytes: int) -> int:
-    return max(4, (nbytes + 3) // 4 * 4)
 
 
 def _pipeline_keys(cmds: CommandList) -> List[str]:

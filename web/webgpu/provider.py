@@ -136,7 +136,7 @@ class _Partition:
         for i, n in enumerate(graph.nodes):
             if i not in inside:
                 read_outside.update(executor.node_reads(n))
-        self.exported = [name for name in _ordered(produced) if name in read_outside]
+        self.exported = [name for name in sorted(produced) if name in read_outside]
         self.constants = set(graph.initializers)
         self.constants.update(o for n in self.nodes if n.op_type == "Constant" for o in n.outputs)
         self.free = [name for i in node_indices for name in ctx.free_after.get(i, [])]
@@ -218,10 +218,6 @@ class _Partition:
         for name, value in zip(node.outputs, outs):
             if name:
                 local[name] = value
-
-
-def _ordered(names: Any) -> List[str]:
-    return sorted(names)
 
 
 __all__ = ["WebGpuExecutionProvider", "GpuTensor"]

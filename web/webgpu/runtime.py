@@ -297,11 +297,7 @@ class Recorder:
     # -- ending
     def read(self, tensors: Sequence[GpuTensor]) -> List[np.ndarray]:
         """Execute what is recorded (one submit), returning these tensors as host arrays."""
-        cmds = self.cmds
-        self.cmds = CommandList()
-        for t in tensors:
-            cmds.read(t.buffer, t.shape, self.storage_dtype(t.dtype))
-        raw = self.device.execute(cmds)
+        raw = self.device.execute(self._take(tensors))
         return [self._from_storage(r, t.dtype) for r, t in zip(raw, tensors)]
 
     async def read_async(self, tensors: Sequence[GpuTensor]) -> List[np.ndarray]:
@@ -310,12 +306,16 @@ class Recorder:
         execute_async = getattr(self.device, "execute_async", None)
         if execute_async is None:
             return self.read(tensors)
+        raw = await execute_async(self._take(tensors))
+        return [self._from_storage(r, t.dtype) for r, t in zip(raw, tensors)]
+
+    def _take(self, tensors: Sequence[GpuTensor]) -> CommandList:
+        """The recorded commands plus read-backs of `tensors`; recording starts afresh."""
         cmds = self.cmds
         self.cmds = CommandList()
         for t in tensors:
             cmds.read(t.buffer, t.shape, self.storage_dtype(t.dtype))
-        raw = await execute_async(cmds)
-        return [self._from_storage(r, t.dtype) for r, t in zip(raw, tensors)]
+        return cmds
 
     @staticmethod
     def _from_storage(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:

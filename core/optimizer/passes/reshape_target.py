@@ -12,7 +12,7 @@ from typing import Any, List, Optional
 import numpy as np
 
 from ... import ir
-from ..context import PassContext
+from ..context import FUSED_DOMAIN, PassContext
 from ._match import is_op
 
 Dim = Any   # an int, or (value name, axis): that axis of that value at run time
@@ -30,7 +30,7 @@ def root(ctx: PassContext, name: str, axis: int, depth: int = 0) -> Any:
     node = ctx.producer_of(name)
     shape = ctx.shape(name)
     if node is None or depth > 64 or shape is None or not 0 <= axis < len(shape) \
-            or node.domain not in ("", "com.onnxedge"):
+            or node.domain not in ("", FUSED_DOMAIN):
         return (name, axis)
     op, ins = node.op_type, node.inputs
     src = None

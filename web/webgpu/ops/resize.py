@@ -98,16 +98,10 @@ def axis_taps(p: Any, in_len: int, out_len: int, scale: float,
               roi: Optional[Tuple[float, float]]) -> Optional[Tuple[np.ndarray, np.ndarray]]:
     """(indices int32 (out, taps), weights float32 (out, taps)) of one axis, or None when the
     CPU kernel leaves this axis as it is; outside rows (tf_crop_and_resize) get index -1."""
-    if np.float32(scale) == 1 and out_len == in_len:
+    src = cpu.axis_source(p, in_len, out_len, scale, roi)
+    if src is None:
         return None
-    x = cpu.source_coords(p.ct_mode, out_len, in_len, scale, roi, p.from_scales)
-    outside = None
-    if p.ct_mode == "tf_crop_and_resize":
-        outside = (x < 0) | (x > in_len - 1)
-        if not outside.any():
-            outside = None
-    if outside is None and out_len == in_len and np.array_equal(x, np.arange(in_len)):
-        return None
+    x, outside = src
     if p.mode == "nearest":
         idx = cpu.nearest_index(x, p.nearest_mode, in_len, scale)[:, None]
         w = np.ones(idx.shape, np.float32)
