@@ -1,10 +1,14 @@
 """Where onnxedge spends its time on a benchmark model, next to onnxruntime's per-op profile.
 
     python3 benchmarks/profile_ops.py resnet18 [--runs 5] [--threads 1] [--top 15]
+    python3 benchmarks/profile_ops.py ops [--batch 1] [--runs 30] [-k dw]
 
 Lists the hottest functions under cProfile, then times every kernel call (wrapped while the
 session compiles, no kernel code changes) and sums the time by op type.
 With onnxruntime installed, also prints its per-op-type time from `enable_profiling`.
+`ops` instead times one-node models of the known slow paths (`OP_SHAPES`: MobileNet-v2
+depthwise layers, ResNeXt grouped convolutions, ResNet's stem MaxPool, AveragePool, a 2x
+upsampling ConvTranspose) in both engines, median ms and the ratio.
 """
 from __future__ import annotations
 
@@ -163,17 +167,98 @@ def _table(title: str, median_ms: float, rows: List[Tuple[str, int, float]]) -> 
         print("| %s | %d | %.3g | %.0f%% |" % (op, calls, ms, 100.0 * ms / median_ms))
 
 
+# (name, op, input shape at batch 1, weight shape or None, attributes)
+OP_SHAPES = [
+    ("dw 32x112x112 3x3 s1", "Conv", (1, 32, 112, 112), (32, 1, 3, 3),
+     dict(group=32, pads=[1, 1, 1, 1])),
+    ("dw 96x112x112 3x3 s2", "Conv", (1, 96, 112, 112), (96, 1, 3, 3),
+     dict(group=96, pads=[1, 1, 1, 1], strides=[2, 2])),
+    ("dw 144x56x56 3x3 s1", "Conv", (1, 144, 56, 56), (144, 1, 3, 3),
+     dict(group=144, pads=[1, 1, 1, 1])),
+    ("dw 384x14x14 3x3 s1", "Conv", (1, 384, 14, 14), (384, 1, 3, 3),
+     dict(group=384, pads=[1, 1, 1, 1])),
+    ("dw 960x7x7 3x3 s1", "Conv", (1, 960, 7, 7), (960, 1, 3, 3),
+     dict(group=960, pads=[1, 1, 1, 1])),
+    ("grouped 256x56x56 g32 s1", "Conv", (1, 256, 56, 56), (256, 8, 3, 3),
+     dict(group=32, pads=[1, 1, 1, 1])),
+    ("grouped 512x56x56 g32 s2", "Conv", (1, 512, 56, 56), (512, 16, 3, 3),
+     dict(group=32, pads=[1, 1, 1, 1], strides=[2, 2])),
+    ("MaxPool 64x112x112 3x3 s2 (stem)", "MaxPool", (1, 64, 112, 112), None,
+     dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool 64x56x56 3x3 s1 p1", "AveragePool", (1, 64, 56, 56), None,
+     dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ("AveragePool 128x56x56 2x2 s2", "AveragePool", (1, 128, 56, 56), None,
+     dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ("ConvTranspose 64x28x28 k4 s2 p1", "ConvTranspose", (1, 64, 28, 28), (64, 64, 4, 4),
+     dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+]
+
+
+def _op_model(op: str, x_shape: Sequence[int], w_shape: Optional[Sequence[int]],
+              attrs: dict) -> bytes:
+    """A one-node float32 model `op(x[, w, b])` with random weights as initializers."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.RandomState(0)
+    inputs, inits = ["x"], []
+    if w_shape is not None:
+        m = w_shape[1] * attrs.get("group", 1) if op == "ConvTranspose" else w_shape[0]
+        for name, arr in (("w", rng.standard_normal(w_shape) * 0.1), ("b", rng.standard_normal(m))):
+            inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
+            inputs.append(name)
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, ["y"], **attrs)], op,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def profile_op_shapes(batch: int, runs: int, threads: int, only: str = "") -> None:
+    """Median ms of each `OP_SHAPES` node in onnxedge and onnxruntime, as a markdown table."""
+    import numpy as np
+    import onnxedge
+    import onnxruntime as ort
+    eo = onnxedge.SessionOptions()
+    eo.intra_op_num_threads = threads
+    ro = ort.SessionOptions()
+    ro.intra_op_num_threads = threads
+    print("| node (batch %d, %d thread(s)) | onnxruntime ms | onnxedge ms | ratio | max abs diff |"
+          % (batch, threads))
+    print("|---|---:|---:|---:|---:|")
+    for name, op, xs, ws, attrs in OP_SHAPES:
+        if only and only not in name:
+            continue
+        data = _op_model(op, (batch,) + tuple(xs[1:]), ws, attrs)
+        feeds = {"x": np.random.RandomState(1).standard_normal((batch,) + tuple(xs[1:]))
+                 .astype(np.float32)}
+        ref = ort.InferenceSession(data, sess_options=ro, providers=["CPUExecutionProvider"])
+        edge = onnxedge.InferenceSession(data, sess_options=eo,
+                                         providers=["CPUExecutionProvider"])
+        diff = float(np.abs(ref.run(None, feeds)[0] - edge.run(None, feeds)[0]).max())
+        t_ref = sorted(_latencies(ref, feeds, runs))[runs // 2] * 1e3
+        t_edge = sorted(_latencies(edge, feeds, runs))[runs // 2] * 1e3
+        print("| %s | %.3f | %.3f | %.2fx | %.1e |" % (name, t_ref, t_edge, t_edge / t_ref, diff),
+              flush=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """CLI: profile one model with both engines and print per-op tables."""
     p = argparse.ArgumentParser(description="Per-op profile of onnxedge vs onnxruntime.")
-    p.add_argument("model", choices=list(models.BUILDERS))
+    p.add_argument("model", choices=list(models.BUILDERS) + ["ops"],
+                   help="a benchmark model, or `ops` for the one-node slow-path shapes")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--top", type=int, default=15, help="hottest functions to list")
     p.add_argument("--by-node", action="store_true", help="time each node, not each op type")
     p.add_argument("--model-dir", default=os.path.join(HERE, "build"))
+    p.add_argument("-k", dest="only", default="", help="ops: only shapes whose name has this")
     args = p.parse_args(argv)
+    if args.model == "ops":
+        profile_op_shapes(args.batch, max(args.runs, 30), args.threads, args.only)
+        return
     path = models.build_all(args.model_dir, [args.model])[args.model]
     feeds = models.make_inputs(args.model, batch=args.batch)
     edge = profile_onnxedge(path, feeds, args.runs, args.threads, args.top, args.by_node)

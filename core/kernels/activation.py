@@ -324,15 +324,17 @@ def shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
 # ---------------------------------------------------------------------------- softmax family
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    e = np.subtract(x, np.max(x, axis=axis, keepdims=True))
-    np.exp(e, out=e)
-    e /= np.sum(e, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore"):   # a row of -inf gives NaN, as in onnxruntime, silently
+        e = np.subtract(x, np.max(x, axis=axis, keepdims=True))
+        np.exp(e, out=e)
+        e /= np.sum(e, axis=axis, keepdims=True)
     return e
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    d = np.subtract(x, np.max(x, axis=axis, keepdims=True))
-    d -= np.log(np.sum(np.exp(d), axis=axis, keepdims=True))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.subtract(x, np.max(x, axis=axis, keepdims=True))
+        d -= np.log(np.sum(np.exp(d), axis=axis, keepdims=True))
     return d
 
 

@@ -3,9 +3,14 @@
 Conv is im2col through a strided view and one BLAS matmul per group (large column matrices a band
 of output rows at a time, so they stay in cache). Fast paths: 3x3 stride-1 convolutions use
 Winograd F(4x4) or F(2x2) (weight transforms cached for read-only weights, i.e. initializers),
-a 1x1 convolution is a plain matmul over the channels, a depthwise convolution is a short loop
-of broadcast multiply-adds over the kernel taps. float16/bfloat16 are computed in float32
-(numpy has no half-precision BLAS) and cast back; float64 stays float64.
+a 1x1 convolution is a plain matmul over the channels. 2-D depthwise and grouped convolutions and
+2-D ConvTranspose work on "phase planes": the padded image split by stride phase and flattened,
+so that every kernel tap is one contiguous run (outputs are computed a few columns too wide and
+cropped at the end); depthwise sums the taps with in-place multiply-adds a cache-sized chunk at a
+time, grouped convolution builds its columns from those runs and multiplies a chunk of groups at
+once, ConvTranspose adds each tap's columns into the output's phases. Other ranks keep the
+generic loops. float16/bfloat16 are computed in float32 (numpy has no half-precision BLAS) and
+cast back; float64 stays float64.
 """
 from __future__ import annotations
 
@@ -146,6 +151,13 @@ def _conv_core(X: np.ndarray, W: np.ndarray, group: int, strides: List[int],
         m = _winograd_tile(X, W, strides, dilations, out)
         if m:
             return _winograd(X, W, m, begins, ends, out, bias)
+    if group > 1 and nd == 2:
+        if Cg == 1:
+            return _depthwise2d(X, W, group, strides, dilations, begins, out, bias)
+        # strided: splitting the input by phase costs more than the contiguous columns save
+        if strides == [1, 1] and Cg * int(np.prod(kernel)) * out[0] * (out[1] + kernel[1]) \
+                * X.dtype.itemsize <= 2 * _COLS_BYTES:
+            return _grouped2d(X, W, group, strides, dilations, begins, out, bias)
     xp = pad_spatial(X, begins, ends)
     if group > 1 and Cg == 1:
         return _depthwise(xp, W, group, strides, dilations, out, bias)
@@ -291,6 +303,145 @@ def _depthwise(xp: np.ndarray, W: np.ndarray, group: int, strides: List[int],
         np.multiply(sl[expand], wt, out=tmp)
         y += tmp
     return y.reshape((N, C * mult) + tuple(out))
+
+
+# Depthwise 2-D: every kernel tap is one contiguous run of a flattened "phase plane".
+_DW_CHUNK = 1 << 18   # bytes of output accumulated at a time: it and its temporary stay in L2
+
+
+def phase_planes(X: np.ndarray, begins: Sequence[int], strides: Sequence[int],
+                 shape: Sequence[int], planes_last: bool, fill: float = 0) -> np.ndarray:
+    """X (N, C, H, W) zero-padded and split by stride phase: (sh, sw, N*C, Hq*Wq), or
+    (sh, sw, Hq*Wq, N*C) when `planes_last`, where phase (a, b) row i, column j holds the padded
+    input at (i*sh + a, j*sw + b) and `shape` is (Hq, Wq)."""
+    N, C, H, Wd = X.shape
+    P = N * C
+    sh, sw = strides
+    Hq, Wq = shape
+    S = Hq * Wq
+    ph = np.full((sh, sw) + ((S, P) if planes_last else (P, S)), fill, dtype=X.dtype)
+    x3 = X.reshape(P, H, Wd)
+    for a in range(sh):
+        i0 = max(0, -(-(begins[0] - a) // sh))
+        i1 = min(Hq, -(-(H + begins[0] - a) // sh))
+        for b in range(sw):
+            j0 = max(0, -(-(begins[1] - b) // sw))
+            j1 = min(Wq, -(-(Wd + begins[1] - b) // sw))
+            if i1 <= i0 or j1 <= j0:
+                continue
+            r0, c0 = i0 * sh + a - begins[0], j0 * sw + b - begins[1]
+            src = x3[:, r0:r0 + (i1 - i0 - 1) * sh + 1:sh, c0:c0 + (j1 - j0 - 1) * sw + 1:sw]
+            if planes_last:
+                ph[a, b].reshape(Hq, Wq, P)[i0:i1, j0:j1] = src.transpose(1, 2, 0)
+            else:
+                ph[a, b].reshape(P, Hq, Wq)[:, i0:i1, j0:j1] = src
+    return ph
+
+
+def _depthwise2d(X: np.ndarray, W: np.ndarray, group: int, strides: List[int],
+                 dilations: List[int], begins: List[int], out: List[int],
+                 bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """2-D depthwise convolution (one input channel per group, any channel multiplier).
+
+    The padded input is split by stride phase and flattened, so that kernel tap (ki, kj) reads
+    one contiguous run of a phase plane for all outputs at once (an output row is computed
+    `Wq - ow` columns too wide, and those columns are dropped at the end). The taps are summed
+    with in-place multiply-adds, a chunk of planes (or of positions) at a time so that the
+    accumulator stays in cache."""
+    N, C = X.shape[:2]
+    mult = W.shape[0] // group
+    kh, kw = W.shape[2:]
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out
+    Wq = ow + (dw * (kw - 1)) // sw
+    Hq = oh + (dh * (kh - 1)) // sh + (1 if Wq > ow else 0)
+    P, L = N * C, oh * Wq
+    # the longer of (planes, positions) is the innermost axis: numpy's inner loops stay long
+    last = L < P
+    ph = phase_planes(X, begins, strides, (Hq, Wq), last)
+    wt = np.broadcast_to(W.reshape(1, C, mult, kh * kw), (N, C, mult, kh * kw))
+    wt = wt.reshape(P, mult, kh * kw)
+    if last:
+        wt = np.ascontiguousarray(wt.transpose(2, 0, 1))        # (taps, P, mult)
+    taps = [((dh * i) % sh, (dw * j) % sw, ((dh * i) // sh) * Wq + (dw * j) // sw, i * kw + j)
+            for i in range(kh) for j in range(kw)]
+    y = np.empty((L, P, mult) if last else (P, mult, L), dtype=X.dtype)
+    outer = L if last else P
+    step = max(1, _DW_CHUNK // (X.dtype.itemsize * y.size // outer))
+    tmp = np.empty((min(step, outer),) + y.shape[1:], dtype=X.dtype)
+    for c0 in range(0, outer, step):
+        c1 = min(outer, c0 + step)
+        yc, tc = y[c0:c1], tmp[:c1 - c0]
+        for n, (a, b, off, q) in enumerate(taps):
+            if last:
+                src = ph[a, b, off + c0:off + c1, :, None]
+                w = wt[q]
+            else:
+                src = ph[a, b, c0:c1, None, off:off + L]
+                w = wt[c0:c1, :, q:q + 1]
+            if n == 0:
+                np.multiply(src, w, out=yc)
+            else:
+                np.multiply(src, w, out=tc)
+                yc += tc
+    M = C * mult
+    if last:
+        yv = y.reshape(oh, Wq, N, M)[:, :ow].transpose(2, 3, 0, 1)
+    else:
+        yv = y.reshape(N, M, oh, Wq)[..., :ow]
+    res = np.empty((N, M, oh, ow), dtype=X.dtype)
+    if bias is not None:
+        np.add(yv, bias.reshape(1, M, 1, 1), out=res)
+    else:
+        np.copyto(res, yv)
+    return res
+
+
+def _grouped2d(X: np.ndarray, W: np.ndarray, group: int, strides: List[int],
+               dilations: List[int], begins: List[int], out: List[int],
+               bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """2-D grouped convolution: im2col from flattened phase planes (every kernel tap is one
+    contiguous run, see `_depthwise2d`) and one batched matmul per chunk of groups whose
+    column matrices fit in cache."""
+    N, C = X.shape[:2]
+    M = W.shape[0]
+    kh, kw = W.shape[2:]
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out
+    Cg, Mg, T = C // group, M // group, kh * kw
+    Wq = ow + (dw * (kw - 1)) // sw
+    Hq = oh + (dh * (kh - 1)) // sh + (1 if Wq > ow else 0)
+    S, L, K = Hq * Wq, oh * Wq, Cg * kh * kw
+    ph = phase_planes(X, begins, strides, (Hq, Wq), False).reshape(sh, sw, N, C, S)
+    taps = [((dh * i) % sh, (dw * j) % sw, ((dh * i) // sh) * Wq + (dw * j) // sw, i * kw + j)
+            for i in range(kh) for j in range(kw)]
+    gc = max(1, min(group, _COLS_BYTES // (K * L * X.dtype.itemsize)))
+    cols = np.empty((gc * Cg, T, L), dtype=X.dtype)
+    wg = W.reshape(group, Mg, K)
+    y = np.empty((N, M, L), dtype=X.dtype)
+    for n in range(N):
+        if sh == sw == 1:   # one phase: all taps of a channel are one overlapping strided view
+            plane = ph[0, 0, n]
+            st = plane.strides
+            view = as_strided(plane, shape=(C, kh, kw, L),
+                              strides=(st[0], dh * Wq * st[1], dw * st[1], st[1]),
+                              writeable=False)
+        for g0 in range(0, group, gc):
+            g1 = min(group, g0 + gc)
+            c0, c1 = g0 * Cg, g1 * Cg
+            cv = cols[:c1 - c0]
+            if sh == sw == 1:
+                np.copyto(cv.reshape(c1 - c0, kh, kw, L), view[c0:c1])
+            else:
+                for a, b, off, q in taps:
+                    np.copyto(cv[:, q], ph[a, b, n, c0:c1, off:off + L])
+            np.matmul(wg[g0:g1], cv.reshape(g1 - g0, K, L),
+                      out=y[n, g0 * Mg:g1 * Mg].reshape(g1 - g0, Mg, L))
+    yv = y.reshape(N, M, oh, Wq)[..., :ow]
+    res = np.empty((N, M, oh, ow), dtype=X.dtype)
+    if bias is not None:
+        np.add(yv, bias.reshape(1, M, 1, 1), out=res)
+    else:
+        np.copyto(res, yv)
+    return res
 
 
 def conv_setup(op: str, x: np.ndarray, w: np.ndarray, b: Optional[np.ndarray], group: int,
@@ -450,6 +601,60 @@ def transpose_geometry(op: str, in_shape: Sequence[int], kernel: Sequence[int],
     return begins, out
 
 
+def _conv_transpose2d(x: np.ndarray, w: np.ndarray, group: int, strides: List[int],
+                      dilations: List[int], begins: List[int], out: List[int],
+                      bias: Optional[np.ndarray] = None) -> np.ndarray:
+    """2-D transposed convolution: one matmul to columns per group, then col2im into the
+    stride phases of the output (phase (a, b) holds the uncropped output at (t*sh + a, u*sw + b)),
+    where every kernel tap adds one contiguous run: the input is widened with zero columns to
+    the phase width so that a tap's columns line up with a flat phase plane. The phases are
+    interleaved into the cropped output at the end, with the bias."""
+    N, C, ih, iw = x.shape
+    Mg = w.shape[1]
+    M = Mg * group
+    Cg = C // group
+    kh, kw = w.shape[2:]
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out
+    Hq = ih + (dh * (kh - 1)) // sh
+    Wq = iw + (dw * (kw - 1)) // sw
+    L = ih * Wq
+    if Wq > iw:
+        xw = np.zeros((N, C, ih, Wq), dtype=x.dtype)
+        xw[..., :iw] = x
+    else:
+        xw = x
+    xg = xw.reshape(N, group, Cg, L)
+    wg = w.reshape(group, Cg, Mg * kh * kw)
+    planes = np.zeros((sh, sw, N, M, (Hq + 1) * Wq), dtype=x.dtype)   # a spare row for overruns
+    for g in range(group):
+        cols = np.matmul(wg[g].T, xg[:, g]).reshape(N, Mg, kh * kw, L)
+        for i in range(kh):
+            for j in range(kw):
+                off = ((dh * i) // sh) * Wq + (dw * j) // sw
+                dst = planes[(dh * i) % sh, (dw * j) % sw, :, g * Mg:(g + 1) * Mg, off:off + L]
+                dst += cols[:, :, i * kw + j]
+    y = np.empty((N, M, oh, ow), dtype=x.dtype)
+    b4 = None if bias is None else bias.reshape(1, M, 1, 1)
+    if begins[0] < 0 or begins[1] < 0 or begins[0] + oh > Hq * sh or begins[1] + ow > Wq * sw:
+        y[...] = 0 if b4 is None else b4       # outputs that no phase plane covers
+    for a in range(sh):
+        t0 = max(0, -((a - begins[0]) // sh))
+        t1 = min(Hq, -((a - begins[0] - oh) // sh))
+        for b in range(sw):
+            u0 = max(0, -((b - begins[1]) // sw))
+            u1 = min(Wq, -((b - begins[1] - ow) // sw))
+            if t1 <= t0 or u1 <= u0:
+                continue
+            o0, p0 = t0 * sh + a - begins[0], u0 * sw + b - begins[1]
+            src = planes[a, b, :, :, :Hq * Wq].reshape(N, M, Hq, Wq)[:, :, t0:t1, u0:u1]
+            dst = y[:, :, o0:o0 + (t1 - t0 - 1) * sh + 1:sh, p0:p0 + (u1 - u0 - 1) * sw + 1:sw]
+            if b4 is None:
+                np.copyto(dst, src)
+            else:
+                np.add(src, b4, out=dst)
+    return y
+
+
 @register("ConvTranspose", since=1)
 def conv_transpose(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
                    auto_pad: str = "NOTSET", dilations: Optional[List[int]] = None, group: int = 1,
@@ -470,6 +675,10 @@ def conv_transpose(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
                                      auto_pad_mode(op, auto_pad), op_pad, output_shape)
     dt = _compute_dtype(X, W)
     x, w = X.astype(dt, copy=False), W.astype(dt, copy=False)
+    if nd == 2:
+        bias = None if B is None else B.astype(dt, copy=False)
+        return _conv_transpose2d(x, w, group, st, dl, begins, out, bias).astype(X.dtype,
+                                                                                copy=False)
     N, C = x.shape[:2]
     Cg = C // group
     Mg = w.shape[1]

@@ -2,7 +2,10 @@
 
 Windows are reduced one spatial axis at a time (max and sums are separable), each axis as a short
 loop over its kernel taps of strided slices, so the Python work is sum(kernel), not prod(kernel).
-Output sizes, automatic and ceil-mode padding follow onnxruntime.
+No padded copy of the input is made: a tap updates only the outputs it lands inside for, and a
+stride-1 last axis is reduced over flattened padded rows, so each tap is one contiguous run.
+MaxPool's Indices output keeps the padded all-taps loop. Output sizes, automatic and ceil-mode
+padding follow onnxruntime.
 """
 from __future__ import annotations
 
@@ -93,6 +96,80 @@ class _Pool:
             y = acc
         return y
 
+    def reduce_unpadded(self, X: np.ndarray, ufunc: np.ufunc, fill: Any) -> np.ndarray:
+        """`reduce` of X padded with `fill` (the identity of `ufunc` here), without a padded
+        copy of X: the outer spatial axes by `_reduce_axis`, the last one by `_reduce_last`.
+        Returns a view whose last axis may be strided."""
+        y = X
+        nd = len(self.kernel)
+        for axis in range(nd - 1):
+            y = self._reduce_axis(y, axis, ufunc, fill)
+        if self.strides[-1] > 1:    # strided taps beat splitting the rows by phase here
+            return self._reduce_axis(y, nd - 1, ufunc, fill)
+        return self._reduce_last(y, ufunc, fill)
+
+    def _reduce_axis(self, y: np.ndarray, axis: int, ufunc: np.ufunc, fill: Any) -> np.ndarray:
+        """Reduce spatial `axis` of y: every kernel tap updates only the outputs whose tap lands
+        inside the input, and the taps that land inside for every output start the result."""
+        k, s, d, o = self.kernel[axis], self.strides[axis], self.dilations[axis], self.out[axis]
+        b, n = self.begins[axis], y.shape[axis + 2]
+        pre = (slice(None),) * (axis + 2)
+        full, part = [], []
+        for j in range(k):
+            first = j * d - b                      # input index of output 0's tap j
+            lo = max(0, -(first // s))
+            hi = min(o, (n - 1 - first) // s + 1) if n - 1 >= first else 0
+            if hi <= lo:
+                continue
+            src = y[pre + (slice(lo * s + first, (hi - 1) * s + first + 1, s),)]
+            (full if (lo, hi) == (0, o) else part).append((lo, hi, src))
+        if len(full) >= 2:
+            acc = ufunc(full[0][2], full[1][2])
+            full = full[2:]
+        elif full and part:
+            # the first partial tap meets the full one in a new array; the few outputs it
+            # misses are copied from the full tap
+            src, (lo, hi, psrc) = full.pop()[2], part.pop(0)
+            acc = np.empty(src.shape, dtype=src.dtype)
+            ufunc(src[pre + (slice(lo, hi),)], psrc, out=acc[pre + (slice(lo, hi),)])
+            acc[pre + (slice(0, lo),)] = src[pre + (slice(0, lo),)]
+            acc[pre + (slice(hi, o),)] = src[pre + (slice(hi, o),)]
+        elif full:
+            acc = full.pop()[2].copy()
+        else:
+            acc = np.full(y.shape[:axis + 2] + (o,) + y.shape[axis + 3:], fill, dtype=y.dtype)
+        for lo, hi, src in full + part:
+            dst = acc[pre + (slice(lo, hi),)]
+            ufunc(dst, src, out=dst)
+        return acc
+
+    def _reduce_last(self, y: np.ndarray, ufunc: np.ufunc, fill: Any) -> np.ndarray:
+        """Reduce the last spatial axis of y. Its rows are padded with `fill` and split by stride
+        phase into flat buffers (phase a, row r, column i = padded column i*s + a), so that each
+        tap is one contiguous run covering all rows: a row is reduced `q - o` columns too wide
+        and the result is the (strided) view of its first `o` columns."""
+        k, s, d, o = self.kernel[-1], self.strides[-1], self.dilations[-1], self.out[-1]
+        b, n = self.begins[-1], y.shape[-1]
+        lead = y.shape[:-1]
+        R = int(np.prod(lead))
+        q = o + ((k - 1) * d) // s
+        rows = np.full((s, (R + 1) * q), fill, dtype=y.dtype)   # a spare row of `fill` at the end
+        y2 = y.reshape(R, n)
+        for a in range(s):
+            i0 = max(0, -((a - b) // s))
+            i1 = min(q, -((a - b - n) // s))
+            if i1 > i0:
+                c0 = i0 * s + a - b
+                rows[a, :R * q].reshape(R, q)[:, i0:i1] = y2[:, c0:c0 + (i1 - i0 - 1) * s + 1:s]
+        taps = [rows[(j * d) % s, (j * d) // s:(j * d) // s + R * q] for j in range(k)]
+        if k == 1:
+            acc = taps[0]
+        else:
+            acc = ufunc(taps[0], taps[1])
+            for t in taps[2:]:
+                ufunc(acc, t, out=acc)
+        return acc.reshape(lead + (q,))[..., :o]
+
     def counts(self, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
         """How many window taps fall inside the input (or its explicit pads) per output."""
         total = np.ones((), dtype=np.float64)
@@ -124,12 +201,11 @@ def max_pool(ctx: Any, X: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int =
     """MaxPool: window maxima, and the flat input index of each maximum when Indices is wanted."""
     op = "MaxPool"
     geo = _Pool(op, X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
-    xp = geo.padded(X, _lowest(X.dtype))
     wants_indices = ctx is not None and ctx.num_outputs > 1 and ctx.outputs_wanted[1]
     if not wants_indices:
-        y = geo.reduce(xp, np.maximum)
+        y = np.ascontiguousarray(geo.reduce_unpadded(X, np.maximum, _lowest(X.dtype)))
         return (y, None) if ctx is not None and ctx.num_outputs > 1 else y
-    return _max_pool_indices(X, xp, geo, int(storage_order))
+    return _max_pool_indices(X, geo.padded(X, _lowest(X.dtype)), geo, int(storage_order))
 
 
 def _max_pool_indices(X: np.ndarray, xp: np.ndarray, geo: _Pool,
@@ -176,9 +252,9 @@ def average_pool(X: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0,
     op = "AveragePool"
     geo = _Pool(op, X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     dt = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float32)
-    s = geo.reduce(geo.padded(X.astype(dt, copy=False), 0), np.add)
-    s /= geo.counts(X.shape[2:], bool(count_include_pad)).astype(dt)
-    return s.astype(X.dtype, copy=False)
+    s = geo.reduce_unpadded(X.astype(dt, copy=False), np.add, 0)
+    y = np.divide(s, geo.counts(X.shape[2:], bool(count_include_pad)).astype(dt))
+    return y.astype(X.dtype, copy=False)
 
 
 def _lp_power(x: np.ndarray, p: float) -> np.ndarray:
@@ -214,8 +290,8 @@ def lp_pool(X: np.ndarray, auto_pad: str = "NOTSET", ceil_mode: int = 0,
     pv = _check_p(op, p)
     geo = _Pool(op, X, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     dt = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float32)
-    s = geo.reduce(geo.padded(_lp_power(X.astype(dt, copy=False), pv), 0), np.add)
-    return _lp_root(s, pv).astype(X.dtype, copy=False)
+    s = geo.reduce_unpadded(_lp_power(X.astype(dt, copy=False), pv), np.add, 0)
+    return np.ascontiguousarray(_lp_root(s, pv).astype(X.dtype, copy=False))
 
 
 def _spatial_axes(op: str, X: np.ndarray) -> Tuple[int, ...]:
