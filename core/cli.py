@@ -51,7 +51,10 @@ def random_input(arg: Any, dims: Dict[str, int], rng: np.random.RandomState) -> 
         raise InvalidArgument("input %r has type %s: give it with --input, random values are made "
                               "only for tensors" % (arg.name, type_str))
     elem = type_str[len("tensor("):-1]
-    code = next(d.code for d in dtypes.BY_CODE.values() if d.ort_name == elem)
+    code = dtypes.from_ort_name(elem)
+    if code is None:
+        raise InvalidArgument("input %r has element type %r, which this build does not know"
+                              % (arg.name, elem))
     np_type = dtypes.to_numpy(code)
     if np_type.kind == "f":
         return rng.standard_normal(shape).astype(np_type)

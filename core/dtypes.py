@@ -117,6 +117,14 @@ def from_numpy(dtype) -> int:
     raise KeyError("numpy dtype %s has no ONNX element type" % dt)
 
 
+def from_ort_name(name: str) -> Optional[int]:
+    """The element-type code of onnxruntime's element name ("float", "int64"), or None."""
+    for d in _TABLE:
+        if d.ort_name == name:
+            return d.code
+    return None
+
+
 def ort_type_string(code: int) -> str:
     """onnxruntime's type string for a tensor of this element type, e.g. 'tensor(float)'."""
     return "tensor(%s)" % lookup(code).ort_name

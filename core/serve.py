@@ -63,9 +63,9 @@ def parse_dtype(name: Any, where: str) -> np.dtype:
     if not isinstance(name, str):
         raise InvalidArgument("%s: dtype must be a string such as \"float32\", got %r" % (where, name))
     text = name[len("tensor("):-1] if name.startswith("tensor(") and name.endswith(")") else name
-    for d in dtypes.BY_CODE.values():
-        if d.ort_name == text:
-            return dtypes.to_numpy(d.code)
+    code = dtypes.from_ort_name(text)
+    if code is not None:
+        return dtypes.to_numpy(code)
     if text in ("str", "object"):
         return np.dtype(object)
     try:
