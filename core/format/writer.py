@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import dtypes, ir
 from ..errors import InvalidArgument
-from ..onnx_writer import _value_kind, tensor_raw_bytes
+from ..onnx_writer import _encode, _value_kind, tensor_raw_bytes
 from .fb import Attribute as _A
 from .fb import Function as _F
 from .fb import Graph as _G
@@ -39,10 +39,6 @@ _KINDS = {"tensor": 1, "sparse_tensor": 2, "sequence": 3, "map": 4, "optional": 
 _FLOAT, _INT, _STRING, _TENSOR, _GRAPH = 1, 2, 3, 4, 5
 _FLOATS, _INTS, _STRINGS, _TENSORS, _GRAPHS = 6, 7, 8, 9, 10
 _SPARSE_TENSOR, _SPARSE_TENSORS, _TYPE_PROTO, _TYPE_PROTOS = 11, 12, 13, 14
-
-
-def _encode(s: Union[str, bytes]) -> bytes:
-    return s if isinstance(s, bytes) else str(s).encode("utf-8", errors="surrogateescape")
 
 
 class _Region:
