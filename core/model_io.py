@@ -6,7 +6,7 @@ import os
 from typing import Any, Optional, Union
 
 from . import ir
-from .errors import NoSuchFile
+from .errors import NoSuchFile, NotImplemented
 
 Source = Union[str, bytes, bytearray, memoryview, "os.PathLike[str]"]
 
@@ -27,13 +27,28 @@ def is_oxe(source: Source) -> bool:
     return has_identifier(_head(source))
 
 
+def _reduced_module(name: str, what: str) -> Any:
+    """Import onnxedge.<name>, or say that this reduced build left it out and what to do."""
+    import importlib
+    try:
+        return importlib.import_module("%s.%s" % (__package__, name))
+    except ModuleNotFoundError as e:
+        if e.name != "%s.%s" % (__package__, name):
+            raise
+    raise NotImplemented("%s: this is a reduced onnxedge build without %s (it reads only .oxe "
+                         "models); convert the model with the full onnxedge: `onnxedge convert "
+                         "MODEL.onnx -o MODEL.oxe --optimize all` (or `onnxedge reduce MODEL.onnx "
+                         "-o OUT/`, which writes OUT/models/MODEL.oxe)" % (what, name))
+
+
 def load(source: Source) -> ir.Model:
     """The IR of a model given as a path or as bytes (`.oxe` or `.onnx`, by content)."""
     if is_oxe(source):
         from . import format as oxe
         return oxe.load(source)
-    from . import onnx_loader
-    return onnx_loader.load_model(source)
+    what = "model %s is .onnx" % os.fspath(source) if isinstance(source, (str, os.PathLike)) \
+        else "the model bytes are .onnx (not .oxe)"
+    return _reduced_module("onnx_loader", what).load_model(source)
 
 
 def save(model: ir.Model, path: Union[str, "os.PathLike[str]"],
@@ -45,8 +60,8 @@ def save(model: ir.Model, path: Union[str, "os.PathLike[str]"],
     """
     path = os.fspath(path)
     if path.lower().endswith(".oxe"):
-        from . import format as oxe
-        oxe.save(model, path, external_data_threshold=external_data_threshold, **kwargs)
+        writer = _reduced_module("format.writer", "saving %s" % path)
+        writer.save(model, path, external_data_threshold=external_data_threshold, **kwargs)
         return
-    from . import onnx_writer
+    onnx_writer = _reduced_module("onnx_writer", "saving %s" % path)
     onnx_writer.save_model(model, path, external_data_threshold=external_data_threshold, **kwargs)

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import dtypes, ir
 from .errors import InvalidGraph, InvalidProtobuf, NoSuchFile, NotImplemented
+from .tensor_data import MAX_SPARSE_DENSE_BYTES, check_sparse, unpack_bits  # noqa: F401
 
 _PACKED_BITS = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}   # uint4, int4, float4e2m1, uint2, int2
 _SIGNED_PACKED = {22, 26}
@@ -63,18 +64,6 @@ def _external_bytes(t: Any, base_dir: Optional[str]) -> bytes:
         return f.read(length if length >= 0 else size - offset)
 
 
-def _unpack_bits(raw: np.ndarray, bits: int, count: int, signed: bool) -> np.ndarray:
-    raw = raw.astype(np.uint8)
-    per = 8 // bits
-    mask = (1 << bits) - 1
-    parts = [(raw >> (bits * i)) & mask for i in range(per)]
-    vals = np.stack(parts, axis=-1).reshape(-1)[:count]
-    if signed:
-        vals = vals.astype(np.int8)
-        vals = np.where(vals >= (1 << (bits - 1)), vals - (1 << bits), vals).astype(np.int8)
-    return vals
-
-
 def tensor_to_array(t: Any, base_dir: Optional[str] = None) -> np.ndarray:
     """A numpy array from a TensorProto (raw, typed fields or external data)."""
     dims = [int(d) for d in t.dims]
@@ -106,7 +95,7 @@ def tensor_to_array(t: Any, base_dir: Optional[str] = None) -> np.ndarray:
         if packed.size < need:
             raise InvalidGraph("tensor %r: %d bytes of packed %d-bit data, shape %s needs %d"
                                % (t.name, packed.size, bits, dims, need))
-        vals = _unpack_bits(packed, bits, count, code in _SIGNED_PACKED)
+        vals = unpack_bits(packed, bits, count, code in _SIGNED_PACKED)
         return vals.view(target).reshape(dims) if vals.dtype.itemsize == target.itemsize \
             else vals.astype(target).reshape(dims)
     if raw is not None:
@@ -145,37 +134,6 @@ def _typed_field(t: Any, code: int, target: np.dtype) -> np.ndarray:
         return np.asarray(t.int32_data, dtype=np.int64).astype(bits_type).view(target)
     # int8/16/32, uint8/16, bool live in int32_data
     return np.asarray(t.int32_data, dtype=np.int64).astype(target)
-
-
-MAX_SPARSE_DENSE_BYTES = 1 << 30   # a sparse tensor made dense may take at most this much
-
-
-def check_sparse(s: ir.SparseTensor, what: str = "sparse tensor") -> None:
-    """InvalidGraph unless `s` is well formed: values 1-D, indices [NNZ] (linear) or [NNZ, rank]
-    inside its non-negative dims, and its dense form at most MAX_SPARSE_DENSE_BYTES."""
-    dims, vals, idx = s.dims, s.values, np.asarray(s.indices)
-    if any(d < 0 for d in dims) or len(dims) > 32:
-        raise InvalidGraph("%s has dims %s: expected at most 32 non-negative sizes" % (what, dims))
-    if vals.ndim != 1:
-        raise InvalidGraph("%s: values have shape %s, expected 1-D" % (what, list(vals.shape)))
-    nnz, size = vals.shape[0], 1
-    for d in dims:
-        size *= d
-    if size * vals.dtype.itemsize > MAX_SPARSE_DENSE_BYTES:
-        raise InvalidGraph("%s: its dense form %s would take %d bytes, more than the limit of %d"
-                           % (what, dims, size * vals.dtype.itemsize, MAX_SPARSE_DENSE_BYTES))
-    if idx.dtype.kind not in "iu":
-        raise InvalidGraph("%s: indices have type %s, expected int64" % (what, idx.dtype))
-    if idx.ndim == 1:
-        ok = idx.shape[0] == nnz and (nnz == 0 or (idx.min() >= 0 and idx.max() < size))
-    elif idx.ndim == 2:
-        ok = idx.shape == (nnz, len(dims)) and (nnz == 0 or (
-            (idx >= 0).all() and (idx < np.asarray(dims, dtype=np.int64)).all()))
-    else:
-        ok = False
-    if not ok:
-        raise InvalidGraph("%s: indices of shape %s do not address %d values inside dims %s"
-                           % (what, list(idx.shape), nnz, dims))
 
 
 def sparse_to_ir(s: Any, base_dir: Optional[str] = None) -> ir.SparseTensor:

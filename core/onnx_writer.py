@@ -44,7 +44,7 @@ _SPARSE_TENSOR, _SPARSE_TENSORS, _TYPE_PROTO, _TYPE_PROTOS = 11, 12, 13, 14
 # ----------------------------------------------------------------------------------- tensors
 
 def _pack_bits(vals: np.ndarray, bits: int) -> bytes:
-    """Inverse of onnx_loader._unpack_bits: `8 // bits` values a byte, low bits first."""
+    """Inverse of tensor_data.unpack_bits: `8 // bits` values a byte, low bits first."""
     per = 8 // bits
     mask = (1 << bits) - 1
     flat = (vals.reshape(-1).astype(np.int64) & mask).astype(np.uint8)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import enum
+import importlib
 import logging
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import checker, dtypes, executor, ir
+from . import checker, dtypes, executor, ir, optimizer_stamp
 from .errors import InvalidArgument, InvalidGraph, NoModel
 from .partition import Plan, build_plan
 from .providers import discovery
@@ -219,9 +220,19 @@ class InferenceSession:
         if level not in {int(x) for x in GraphOptimizationLevel}:
             raise InvalidArgument("graph_optimization_level %r is not one of %s"
                                   % (level, [x.name for x in GraphOptimizationLevel]))
-        if level != int(GraphOptimizationLevel.ORT_DISABLE_ALL):
-            from . import optimizer
-            self._model = optimizer.optimize(self._model, level)
+        if level != int(GraphOptimizationLevel.ORT_DISABLE_ALL) \
+                and not optimizer_stamp.already_optimized(self._model, level):
+            try:
+                optimizer = importlib.import_module(__package__ + ".optimizer")
+            except ModuleNotFoundError as e:
+                if e.name != __package__ + ".optimizer":
+                    raise
+                log.warning("model %r is not optimized at level %s and this reduced onnxedge build "
+                            "has no optimizer: it runs as loaded (save it optimized with `onnxedge "
+                            "convert --optimize` or `onnxedge reduce`)", self._model.graph.name,
+                            optimizer_stamp.level_name(level))
+            else:
+                self._model = optimizer.optimize(self._model, level)
         if opts.optimized_model_filepath:
             from . import model_io
             model_io.save(self._model, opts.optimized_model_filepath)
@@ -308,6 +319,12 @@ class InferenceSession:
         for step in self._plan.steps:
             step.run(env)
         return self._collect(env, names)
+
+    @property
+    def needs_run_async(self) -> bool:
+        """True when a step reads back asynchronously (WebGPU in a browser page): `run` cannot
+        finish such a run there, `run_async` can. False: `run` works and is the cheaper call."""
+        return any(step.run_async is not None for step in self._plan.steps)
 
     async def run_async(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
                         run_options: Optional[RunOptions] = None) -> List[Any]:

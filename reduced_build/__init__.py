@@ -5,4 +5,8 @@
 - `wheel`: a slim wheel of the core, the kernel modules those ops need and chosen extra packages
   (e.g. `onnxedge.edge.neon` with its aarch64 library), with a platform tag and full dist-info.
 - `report`: its size report (bytes, files, ops and kernel modules kept and dropped).
+- `strip`: kernel modules cut to the kept ops' functions, docstrings and comments removed.
+- `build.reduce` / `onnxedge reduce` (`cli`): models and configs in; the config, the slim wheel
+  (profile "runtime": pre-optimized .oxe models, numpy only), the models as optimized .oxe and the
+  size report out.
 """

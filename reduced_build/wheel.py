@@ -27,6 +27,7 @@ from onnxedge.errors import InvalidArgument
 from onnxedge.kernels import index as full_index
 
 from . import scan
+from . import strip as strip_mod
 
 ROOT_PACKAGE = "onnxedge"
 KERNELS = "onnxedge/kernels/"
@@ -34,10 +35,17 @@ KERNELS = "onnxedge/kernels/"
 KERNEL_INFRA = {"__init__", "registry", "index"}
 DATA_SUFFIXES = (".py", ".typed", ".fbs", ".so", ".json", ".wgsl", ".js", ".mjs", ".html", ".wasm")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)   # fixed timestamps: the same inputs give the same bytes
-REBUILD_HINT = ("this is a reduced onnxedge build, holding only the kernels of "
-                "onnxedge/kernels/required_operators.config: rebuild it with this op added "
-                "(onnxedge.reduced_build scan + wheel.build_wheel, or `onnxedge package rpi` "
-                "for a Pi bundle)")
+# the registry fills in %(op)s, %(domain)s, %(opset)d and %(config)s (this build's config file)
+REBUILD_HINT = ("this is a reduced onnxedge build, holding only the kernels of %(config)s: "
+                "rebuild it with this op added: `onnxedge reduce {sources}--add-op "
+                "'%(domain)s;%(opset)d;%(op)s' -o OUT/`")
+PROFILES = ("full", "runtime")
+# what a "runtime" wheel leaves out: it runs pre-optimized .oxe models (no optimizer, no .onnx
+# loader or writer, no .oxe writer and its flatbuffers code, no CLI or server)
+RUNTIME_DROPS = ("onnxedge/optimizer/", "onnxedge/onnx_loader.py", "onnxedge/onnx_writer.py",
+                 "onnxedge/cli.py", "onnxedge/serve.py", "onnxedge/format/writer.py",
+                 "onnxedge/format/fb/", "onnxedge/format/oxe.fbs", "onnxedge/py.typed")
+RUNTIME_DROPPED_REQUIRES = ("flatbuffers",)
 ARCHES = ("x86_64", "aarch64", "armv7l", "wasm32")
 ROOMS = ("web", "edge", "reduced_build")   # onnxedge's subpackages that are not the core
 
@@ -119,9 +127,20 @@ def kernel_modules_for(ops: Iterable[Tuple[str, str]],
     return needed, missing
 
 
+def rebuild_hint(made_for: Sequence[str] = ()) -> str:
+    """The registry's NotImplemented hint of a build made for `made_for` (model / config names)."""
+    models = [m for m in made_for if m.lower().endswith((".onnx", ".oxe"))]
+    sources = "".join(m.replace("%", "%%") + " " for m in models)
+    if not models or len(models) < len(made_for):   # ops from a config or --add-op too
+        sources += "--config %(config)s "
+    return REBUILD_HINT.format(sources=sources)
+
+
 def restricted_index_source(table: Dict[Tuple[str, str], List[str]], modules: Set[str],
-                            required: Iterable[Tuple[str, str]]) -> str:
-    """index.py for a build keeping `modules`: every op all of whose modules are kept."""
+                            required: Iterable[Tuple[str, str]], only_required: bool = False,
+                            hint: str = "") -> str:
+    """index.py for a build keeping `modules`: every op all of whose modules are kept (only the
+    required ones with `only_required`, for builds whose kernel modules are stripped)."""
     req = sorted(required)
     lines = ['"""Kernel index of a REDUCED onnxedge build (onnxedge.reduced_build); do not edit.',
              "",
@@ -132,8 +151,11 @@ def restricted_index_source(table: Dict[Tuple[str, str], List[str]], modules: Se
              "onnxedge/kernels/required_operators.config for what this build was made from).",
              '"""', "",
              "# read by the registry (when it supports it) to end its NotImplemented message",
-             "REDUCED_BUILD_HINT = %r" % REBUILD_HINT, "", "OP_MODULES = {"]
+             "REDUCED_BUILD_HINT = %r" % (hint or rebuild_hint()), "", "OP_MODULES = {"]
+    wanted = set(req)
     for key in sorted(table):
+        if only_required and key not in wanted:
+            continue
         if table[key] and all(m in modules for m in table[key]):
             lines.append("    (%r, %r): %r," % (key[0], key[1], list(table[key])))
     lines.append("}")
@@ -150,15 +172,17 @@ def _walk_package(package: str, arch: Optional[str]) -> Dict[str, str]:
     for dirpath, dirnames, filenames in os.walk(top):
         rel = os.path.relpath(dirpath, top)
         parts = [] if rel == "." else rel.split(os.sep)
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith(".")
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", "node_modules")
+                             and not d.startswith(".")
                              and not (package == ROOT_PACKAGE and not parts and d in ROOMS))
-        if not os.path.isfile(os.path.join(dirpath, "__init__.py")) and "lib" not in parts:
-            continue   # not a package (and not a library folder of one)
+        data_only = not os.path.isfile(os.path.join(dirpath, "__init__.py")) and "lib" not in parts
         if "lib" in parts:
             i = parts.index("lib")
             if i + 1 < len(parts) and parts[i + 1] in ARCHES and parts[i + 1] != arch:
                 continue   # a shared library built for another architecture
         for name in sorted(filenames):
+            if data_only and name.endswith(".py"):
+                continue   # a data folder of a package (e.g. shaders/), not a package itself
             if name.endswith(DATA_SUFFIXES) and not name.startswith("."):
                 arc = "/".join([prefix] + parts + [name])
                 out[arc] = os.path.join(dirpath, name)
@@ -266,8 +290,9 @@ def entry_points_for(names: Set[str]) -> Dict[str, Dict[str, str]]:
     return out
 
 
-def _metadata_text(version: str, summary: str) -> str:
-    requires = [r for r in (_installed().requires or []) if "extra ==" not in r]
+def _metadata_text(version: str, summary: str, drop: Sequence[str] = ()) -> str:
+    requires = [r for r in (_installed().requires or []) if "extra ==" not in r
+                and not r.startswith(tuple(drop))]
     lines = ["Metadata-Version: 2.1", "Name: %s" % ROOT_PACKAGE, "Version: %s" % version,
              "Summary: %s" % summary, "Requires-Python: >=3.8", "License: MIT"]
     lines += ["Requires-Dist: %s" % r for r in requires]
@@ -299,12 +324,24 @@ def write_wheel(path: str, contents: Dict[str, bytes]) -> None:
 
 def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Sequence[str] = (),
                 arch: Optional[str] = None, version: Optional[str] = None,
-                all_ops: bool = False) -> BuildResult:
-    """Build the slim wheel into out_dir for the ops of `required` (all_ops keeps every kernel)."""
+                all_ops: bool = False, profile: str = "full", strip: bool = False,
+                made_for: Sequence[str] = ()) -> BuildResult:
+    """Build the slim wheel into out_dir for the ops of `required` (all_ops keeps every kernel).
+
+    `profile` "full" keeps the whole core (CLI and server included: the Pi bundle runs `onnxedge
+    serve`); "runtime" leaves out RUNTIME_DROPS (and flatbuffers from Requires-Dist). `strip`
+    cuts kernel modules down to the kept ops' kernels and drops docstrings and comments.
+    `made_for` (model or config file names) goes into the hint a dropped op's error gives.
+    """
     import onnxedge
+    if profile not in PROFILES:
+        raise InvalidArgument("profile %r is not one of %s" % (profile, list(PROFILES)))
     table = full_index.OP_MODULES
     req_ops = scan.op_pairs(required)
     files = collect_files(extra_packages, arch)
+    if profile == "runtime":
+        for arc in [a for a in files if a.startswith(RUNTIME_DROPS)]:
+            del files[arc]
     modules, missing = kernel_modules_for(set(table) if all_ops else req_ops, table,
                                           also=kernels_imported_outside(files))
     dropped_modules = drop_kernels(files, modules)
@@ -315,24 +352,93 @@ def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Seque
     for arc, src in files.items():
         with open(src, "rb") as f:
             contents[arc] = f.read()
-    contents[KERNELS + "index.py"] = restricted_index_source(table, modules, req_ops).encode()
+    kept_ops = sorted(k for k in table if all(m in modules for m in table[k]))
+    if strip and not all_ops:
+        kept_ops = sorted(k for k in kept_ops if k in req_ops)
+        gone = strip_kernels(contents, set(kept_ops), table)
+        modules = modules - set(gone)
+        dropped_modules = sorted(set(dropped_modules) | set(gone))
+    if strip:
+        for arc in contents:
+            if arc.endswith(".py"):
+                contents[arc] = strip_mod.strip_text(contents[arc].decode("utf-8"), arc).encode("utf-8")
+    contents[KERNELS + "index.py"] = restricted_index_source(
+        table, modules, req_ops, only_required=strip and not all_ops,
+        hint=rebuild_hint(made_for)).encode()
     contents[KERNELS + "required_operators.config"] = scan.format_config(
         required, "required operators this reduced onnxedge build was made for").encode()
     eps = entry_points_for(set(contents))
-    kept_ops = sorted(k for k in table if all(m in modules for m in table[k]))
     summary = "onnxedge reduced build: %d kernel modules, %d ops" % (len(modules), len(kept_ops))
-    contents[dist + "/METADATA"] = _metadata_text(version, summary).encode()
+    drop_requires = RUNTIME_DROPPED_REQUIRES if profile == "runtime" else ()
+    contents[dist + "/METADATA"] = _metadata_text(version, summary, drop_requires).encode()
     contents[dist + "/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: onnxedge.reduced_build %s\n"
                                  "Root-Is-Purelib: %s\nTag: %s\n"
                                  % (onnxedge.__version__, "true" if tag.endswith("-any") else "false",
                                     tag)).encode()
-    contents[dist + "/entry_points.txt"] = "".join(
-        "[%s]\n%s\n" % (group, "".join("%s = %s\n" % kv for kv in sorted(items.items())))
-        for group, items in sorted(eps.items())).encode()
-    contents[dist + "/top_level.txt"] = (ROOT_PACKAGE + "\n").encode()
+    if eps:
+        contents[dist + "/entry_points.txt"] = "".join(
+            "[%s]\n%s\n" % (group, "".join("%s = %s\n" % kv for kv in sorted(items.items())))
+            for group, items in sorted(eps.items())).encode()
+    if profile != "runtime":
+        contents[dist + "/top_level.txt"] = (ROOT_PACKAGE + "\n").encode()
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "%s-%s-%s.whl" % (ROOT_PACKAGE, version, tag))
     write_wheel(path, contents)
     return BuildResult(path, tag, sorted(contents) + [dist + "/RECORD"], sorted(req_ops), kept_ops,
                        sorted(set(table) - set(kept_ops)), sorted(missing), sorted(modules),
                        dropped_modules, eps)
+
+
+def _kernel_imports(contents: Dict[str, bytes]) -> Tuple[Dict[str, Set[str]], Set[str]]:
+    """({kernel module: names other files import from it}, kernel modules imported whole)."""
+    names: Dict[str, Set[str]] = {}
+    whole: Set[str] = set()
+    prefix = ROOT_PACKAGE + ".kernels."
+    for arc, data in contents.items():
+        if not arc.endswith(".py"):
+            continue
+        package = arc[:-3].replace("/", ".").rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(data, arc)):
+            if isinstance(node, ast.Import):
+                whole.update(a.name[len(prefix):] for a in node.names if a.name.startswith(prefix))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parent = ".".join(parts[:len(parts) - node.level + 1])
+                    base = parent + ("." + base if base else "")
+                if base.startswith(prefix):
+                    names.setdefault(base[len(prefix):], set()).update(a.name for a in node.names)
+                elif base == prefix[:-1]:
+                    whole.update(a.name for a in node.names)
+    return names, whole
+
+
+def strip_kernels(contents: Dict[str, bytes], kept_ops: Set[Tuple[str, str]],
+                  table: Optional[Dict[Tuple[str, str], List[str]]] = None) -> List[str]:
+    """Cut each kernel module in contents down to what the kept ops and other files use, until
+    nothing changes; modules left serving nothing are removed (their names are returned)."""
+    table = full_index.OP_MODULES if table is None else table
+    serving = {m for op in kept_ops for m in table.get(op, ())}
+    original = {arc: data.decode("utf-8") for arc, data in contents.items()
+                if _kernel_module_of(arc) is not None or arc == KERNELS + "_util.py"}
+    removed: List[str] = []
+    for _ in range(20):
+        names, whole = _kernel_imports(contents)
+        changed = False
+        for arc, source in sorted(original.items()):
+            mod = arc[len(KERNELS):-3]
+            if arc not in contents or mod in whole:
+                continue
+            if mod not in serving and mod not in names:
+                del contents[arc]
+                removed.append(mod)
+                changed = True
+                continue
+            new = strip_mod.strip_unused(source, kept_ops, names.get(mod, ()), arc).encode("utf-8")
+            if new != contents[arc]:
+                contents[arc] = new
+                changed = True
+        if not changed:
+            break
+    return sorted(removed)

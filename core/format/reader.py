@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import dtypes, ir
 from ..errors import InvalidGraph, NoSuchFile, OnnxEdgeError
-from ..onnx_loader import _unpack_bits, check_sparse
+from ..tensor_data import check_sparse, unpack_bits
 from .layout import (ALIGN, FILE_IDENTIFIER, FORMAT_MAJOR, MAX_DEPTH, MAX_RANK, PACKED_BITS,
                      SIGNED_PACKED, is_oxe)
 from .table import BOOL, BYTE, F64, I32, I64, U16, U64, Table
@@ -164,7 +164,7 @@ class _Reader:
         offset = t.scalar(_T_OFFSET, U64)
         if bits:
             packed = region.view(np.dtype(np.uint8), length, offset, length, what)
-            vals = _unpack_bits(packed, bits, count, code in SIGNED_PACKED)
+            vals = unpack_bits(packed, bits, count, code in SIGNED_PACKED)
             arr = vals.view(target) if vals.dtype.itemsize == target.itemsize \
                 else vals.astype(target)
             return arr.reshape(dims)

@@ -72,13 +72,22 @@ def _index() -> Dict[Tuple[str, str], List[str]]:
     return index.OP_MODULES
 
 
-def _reduced_build_hint() -> str:
-    """How to rebuild, when this is a reduced build whose index says so; else empty."""
+def _reduced_build_hint(domain: str, op_type: str, opset: int) -> str:
+    """How to rebuild with this op, when this is a reduced build whose index says so; else empty.
+
+    The index's hint may name %(op)s, %(domain)s, %(opset)d and %(config)s (the build's own
+    required_operators.config beside index.py)."""
     try:
         from . import index
     except ImportError:
         return ""
-    return getattr(index, "REDUCED_BUILD_HINT", "")
+    hint = getattr(index, "REDUCED_BUILD_HINT", "")
+    if "%(" in hint:
+        import os
+        config = os.path.join(os.path.dirname(os.path.abspath(index.__file__)),
+                              "required_operators.config")
+        hint = hint % {"op": op_type, "domain": domain, "opset": opset, "config": config}
+    return hint
 
 
 def _import_for(domain: str, op_type: str) -> None:
@@ -118,7 +127,7 @@ def resolve(domain: str, op_type: str, opset: int) -> KernelSpec:
         if have:
             extra = "; kernels exist for opsets " + ", ".join(
                 "%d-%s" % (a, "" if b == MAX_OPSET else b) for a, b in sorted(have))
-        hint = _reduced_build_hint()
+        hint = _reduced_build_hint(dom, op_type, opset)
         if hint:
             extra += "; " + hint
         raise NotImplemented("no kernel for op %s (domain %s, opset %d)%s"

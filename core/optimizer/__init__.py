@@ -20,27 +20,10 @@ import logging
 from typing import List, Union
 
 from .. import ir
-from ..errors import InvalidArgument, OnnxEdgeError
+from ..errors import OnnxEdgeError
+from ..optimizer_stamp import LEVELS, STAMP_KEY, VERSION, already_optimized, level_name
 
 log = logging.getLogger("onnxedge")
-
-LEVELS = ("disable", "basic", "extended", "all")
-VERSION = 1          # bump when a pass changes what it produces: saved stamps then go stale
-STAMP_KEY = "onnxedge.optimized"
-
-
-def level_name(level: Union[str, int]) -> str:
-    """Normalize a level given as a name or as GraphOptimizationLevel (0, 1, 2, 99)."""
-    if isinstance(level, str):
-        name = level.lower().replace("ort_enable_", "").replace("ort_disable_all", "disable")
-        name = "all" if name == "layout" else name
-        if name in LEVELS:
-            return name
-    else:
-        by_int = {0: "disable", 1: "basic", 2: "extended", 3: "all", 99: "all"}
-        if int(level) in by_int:
-            return by_int[int(level)]
-    raise InvalidArgument("optimization level %r is not one of %s" % (level, list(LEVELS)))
 
 
 def optimize(model: ir.Model, level: Union[str, int] = "all") -> ir.Model:
@@ -60,14 +43,6 @@ def optimize(model: ir.Model, level: Union[str, int] = "all") -> ir.Model:
         return model
     out.metadata_props[STAMP_KEY] = "%s %d" % (name, VERSION)
     return out
-
-
-def already_optimized(model: ir.Model, level: Union[str, int]) -> bool:
-    """True when the model's stamp says this optimizer version ran it at `level` or above."""
-    stamp = model.metadata_props.get(STAMP_KEY, "").split()
-    if len(stamp) != 2 or stamp[0] not in LEVELS or stamp[1] != str(VERSION):
-        return False
-    return LEVELS.index(stamp[0]) >= LEVELS.index(level_name(level))
 
 
 def copy_graph(graph: ir.Graph) -> ir.Graph:
