@@ -1,0 +1,104 @@
+"""Fixtures for `onnxedge web build` bundles in headless Chromium (imported by conftest.py).
+
+- `web_bundle(models, **opts) -> (dist_dir, page_url)`: builds a bundle once per distinct
+  (models, opts) in the session with `onnxedge.web.bundle.build_bundle` (opts are its keyword
+  arguments: config, pyodide, providers, title) and serves it at /bundles/<n>/ on one local
+  server; page_url is the bundle's index.html.
+- `bundle_page(page_url, wait=True) -> playwright Page`: one page per URL for the session
+  (cached), in a browser context whose outside requests are aborted; with `wait`, returns once
+  the page has opened its first model (body[data-state] is "ready", "done" or "error").
+- Every test that used them fails if a page tried to reach anything but the local server.
+"""
+from __future__ import annotations
+
+import os
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import pytest
+
+from onnxedge.web.serve import PageServer
+
+BUNDLE_TIMINGS: Dict[str, float] = {}
+_BLOCKED: List[str] = []
+
+
+@pytest.fixture(scope="session")
+def bundle_server():
+    """The session's server for bundles (folders are mounted as they are built)."""
+    server = PageServer({}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def web_bundle(tmp_path_factory: Any, bundle_server: PageServer) -> Callable[..., Tuple[str, str]]:
+    """Factory: web_bundle(models, **build_bundle options) -> (dist_dir, page_url), cached."""
+    from onnxedge.web.bundle import build_bundle
+    cache: Dict[Any, Tuple[str, str]] = {}
+
+    def make(models: Sequence[str], **opts: Any) -> Tuple[str, str]:
+        key = (tuple(os.path.abspath(m) for m in models),
+               tuple(sorted((k, repr(v)) for k, v in opts.items())))
+        if key not in cache:
+            n = len(cache) + 1
+            dist = str(tmp_path_factory.mktemp("bundle%d" % n))
+            t = time.perf_counter()
+            build_bundle(list(models), dist, progress=None, **opts)
+            BUNDLE_TIMINGS["bundle %d build (s)" % n] = time.perf_counter() - t
+            url = bundle_server.mount("/bundles/%d/" % n, dist)
+            cache[key] = (dist, url + "index.html")
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def bundle_page(browser: Any, bundle_server: PageServer) -> Callable[..., Any]:
+    """Factory: bundle_page(page_url, wait=True) -> a Playwright page on that bundle (cached)."""
+    local = urllib.parse.urlsplit(bundle_server.origin).netloc
+    context = browser.new_context()
+
+    def guard(route: Any) -> None:
+        if urllib.parse.urlsplit(route.request.url).netloc == local:
+            route.continue_()
+        else:
+            _BLOCKED.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", guard)
+    pages: Dict[str, Any] = {}
+
+    def open_page(url: str, wait: bool = True) -> Any:
+        if url not in pages:
+            page = context.new_page()
+            page.console_lines = []
+            page.on("console", lambda msg: page.console_lines.append("%s: %s" % (msg.type, msg.text)))
+            page.on("pageerror", lambda err: page.console_lines.append("pageerror: %s" % err))
+            t = time.perf_counter()
+            page.goto(url)
+            if wait:
+                wait_state(page, ("ready", "done", "error"), 90)
+                BUNDLE_TIMINGS["page load to first model ready (s) %s" % url.split("/")[-2]] = \
+                    time.perf_counter() - t
+            pages[url] = page
+        return pages[url]
+
+    return open_page
+
+
+def wait_state(page: Any, states: Sequence[str], timeout_s: float = 60) -> str:
+    """Wait until body[data-state] is one of `states`; returns it."""
+    page.wait_for_function("states => states.includes(document.body.dataset.state)",
+                           arg=list(states), timeout=timeout_s * 1000)
+    return page.evaluate("document.body.dataset.state")
+
+
+@pytest.fixture(autouse=True)
+def _bundle_pages_stay_local():
+    """Fail a test during which a bundle page tried to reach outside the local server."""
+    yield
+    if _BLOCKED:
+        urls, _BLOCKED[:] = list(_BLOCKED), []
+        pytest.fail("a bundle page tried to reach outside localhost: %s" % urls)

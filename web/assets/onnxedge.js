@@ -1,0 +1,269 @@
+// onnxedge.js: ONNX inference in the page through Pyodide, with onnxruntime-web's API.
+//
+//   import * as onnxedge from './onnxedge.js';
+//   const session = await onnxedge.InferenceSession.create('models/mlp.oxe',
+//                                                          {executionProviders: ['wasm']});
+//   const outputs = await session.run({input: new onnxedge.Tensor('float32', data, [1, 784])});
+//   outputs.output.data   // Float32Array
+//
+// Pyodide starts once, lazily, on the first create(): its location and the wheels to install
+// come from `env` (by default from bundle.json beside this file, written by `onnxedge web build`).
+// Errors reject with an Error whose message is onnxedge's own (its type in `error.name`).
+
+const TYPED = {
+  float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array,
+  int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array,
+  int64: BigInt64Array, uint64: BigUint64Array, bool: Uint8Array, float16: Uint16Array,
+};
+// onnxruntime-web provider names -> onnxedge's (onnxedge's own names pass through)
+const PROVIDERS = { wasm: "CPUExecutionProvider", cpu: "CPUExecutionProvider",
+                    webgpu: "WebGpuExecutionProvider" };
+
+/** Settings: where Pyodide and the wheels are (null: from bundle.json), log level, timings. */
+export const env = {
+  bundleURL: new URL("bundle.json", import.meta.url).href,
+  runtimeURL: new URL("runtime.py", import.meta.url).href,
+  pyodide: { indexURL: null, lock: null },
+  wheels: null,
+  logLevel: "warning",
+  timings: {},
+  versions: null,
+  pyodideInstance: null,
+  manifest: null,
+};
+
+const now = () => performance.now();
+const log = (...args) => { if (env.logLevel === "verbose" || env.logLevel === "info") console.log("[onnxedge]", ...args); };
+
+/** A tensor: `type` ('float32', 'int64', ...), `data` (a typed array), `dims`. */
+export class Tensor {
+  constructor(typeOrData, dataOrDims, maybeDims) {
+    let type, data, dims;
+    if (typeof typeOrData === "string") {
+      [type, data, dims] = [typeOrData, dataOrDims, maybeDims];
+    } else {
+      data = typeOrData;
+      dims = dataOrDims;
+      type = Object.keys(TYPED).find((k) => k !== "bool" && k !== "float16" && data instanceof TYPED[k]);
+      if (!type) throw new TypeError("Tensor: cannot tell the type of " + Object.prototype.toString.call(data) + ": give it, e.g. new Tensor('float32', data, dims)");
+    }
+    const Ctor = TYPED[type];
+    if (!Ctor) throw new TypeError("Tensor type '" + type + "' is not supported: expected one of " + Object.keys(TYPED).join(", "));
+    if (!(data instanceof Ctor)) {
+      if (!Array.isArray(data) && !ArrayBuffer.isView(data)) throw new TypeError("Tensor data must be a typed array or an array, got " + typeof data);
+      const list = Array.from(data);
+      data = Ctor.from(Ctor === BigInt64Array || Ctor === BigUint64Array ? list.map(BigInt) : list.map(Number));
+    }
+    dims = dims === undefined ? [data.length] : Array.from(dims, Number);
+    const size = dims.reduce((a, b) => a * b, 1);
+    if (size !== data.length) throw new RangeError("Tensor dims [" + dims + "] hold " + size + " elements, data has " + data.length);
+    this.type = type;
+    this.data = data;
+    this.dims = dims;
+    this.size = size;
+  }
+}
+
+let pyodidePromise = null;
+const calls = new Map();
+let nextCall = 1;
+globalThis.onnxedgeCalls = calls;   // runtime.py reads each call's arguments from here
+
+function loadScript(url) {
+  return new Promise((resolve, reject) => {
+    const s = document.createElement("script");
+    s.src = url;
+    s.onload = resolve;
+    s.onerror = () => reject(new Error("cannot load Pyodide from " + url));
+    document.head.appendChild(s);
+  });
+}
+
+async function fetchBytes(url, what) {
+  let resp;
+  try {
+    resp = await fetch(url);
+  } catch (e) {
+    throw new Error(what + " " + url + " cannot be fetched: " + e.message);
+  }
+  if (!resp.ok) throw new Error(what + " " + url + " cannot be fetched: HTTP " + resp.status);
+  return new Uint8Array(await resp.arrayBuffer());
+}
+
+async function resolveEnv() {
+  if (env.pyodide.indexURL && env.wheels) return;
+  const resp = await fetch(env.bundleURL);
+  if (!resp.ok) throw new Error("bundle manifest " + env.bundleURL + ": HTTP " + resp.status + " (set onnxedge.env.pyodide.indexURL and onnxedge.env.wheels instead)");
+  const m = await resp.json();
+  env.manifest = m;
+  env.pyodide.indexURL = env.pyodide.indexURL || new URL(m.pyodide.indexURL, env.bundleURL).href;
+  if (env.pyodide.lock === null) env.pyodide.lock = !!m.pyodide.lock;
+  env.wheels = env.wheels || m.wheels.map((w) => new URL(w, env.bundleURL).href);
+}
+
+async function startPyodide() {
+  const t = {};
+  let t0 = now();
+  const start = t0;
+  await resolveEnv();
+  let indexURL = env.pyodide.indexURL;
+  if (!indexURL.endsWith("/")) indexURL += "/";
+  const viaLock = (url) => env.pyodide.lock && url.split("/").pop().startsWith("onnxedge-");
+  // the runtime and the wheels download while Pyodide starts
+  const downloads = Promise.all([fetchBytes(env.runtimeURL, "onnxedge runtime"),
+    ...env.wheels.map((url) => (viaLock(url) ? null : fetchBytes(url, "wheel")))]);
+  downloads.catch(() => {});
+  if (typeof globalThis.loadPyodide !== "function") await loadScript(indexURL + "pyodide.js");
+  const pyodide = await globalThis.loadPyodide({ indexURL });
+  env.pyodideInstance = pyodide;
+  t.pyodideMs = now() - t0;
+  env.timings = t;
+  log("Pyodide", pyodide.version || "0.17", "ready in", t.pyodideMs.toFixed(0), "ms");
+  t0 = now();
+  const numpy = pyodide.loadPackage(["numpy"]);   // loads while the wheels install
+  numpy.catch(() => {});
+  const [runtime, ...wheels] = await downloads;
+  pyodide.runPython(new TextDecoder().decode(runtime));
+  const install = pyodide.globals.get("install_wheel");
+  for (let i = 0; i < env.wheels.length; i++) {
+    if (wheels[i] === null) {
+      await pyodide.loadPackage(["onnxedge"]);   // the wheel is registered in pyodide-lock.json
+    } else {
+      install(wheels[i], env.wheels[i].split("/").pop());
+    }
+  }
+  if (install.destroy) install.destroy();
+  t.wheelsMs = now() - t0;
+  try {
+    await numpy;
+    pyodide.runPython("import numpy");
+  } catch (e) {
+    const lines = String(e.message || e).split("\n").filter((l) => /^\w+(Error|Exception): /.test(l));
+    throw new Error("numpy cannot be loaded from this Pyodide distribution (" + indexURL + "): " +
+                    "it has no numpy package (a core-only distribution such as npm `pyodide` ships none); " +
+                    "add numpy's wheel there or build with --pyodide pointing at a full distribution" +
+                    (lines.length ? " [" + lines[lines.length - 1] + "]" : ""));
+  }
+  t.numpyMs = now() - t0;
+  env.versions = JSON.parse(pyodide.runPython("oxe_versions()"));
+  t.totalMs = now() - start;
+  env.timings = t;
+  log("onnxedge ready", env.versions, t);
+  return pyodide;
+}
+
+/** Start Pyodide with onnxedge (once; later calls return the same promise). */
+export function ready() {
+  if (!pyodidePromise) {
+    pyodidePromise = startPyodide();
+    pyodidePromise.catch(() => { pyodidePromise = null; });
+  }
+  return pyodidePromise;
+}
+
+let callSync = null;
+
+// `sync`: the call never waits inside Python, so it skips runPythonAsync's event-loop round trip
+async function call(op, args, sync = false) {
+  const pyodide = await ready();
+  const id = nextCall++;
+  calls.set(id, Object.assign({ op }, args));
+  let res;
+  try {
+    if (sync) {
+      callSync = callSync || pyodide.globals.get("oxe_call_sync");
+      res = callSync(id);
+    } else {
+      res = await pyodide.runPythonAsync("await oxe_call(" + id + ")");
+    }
+  } finally {
+    calls.delete(id);
+  }
+  if (!res.ok) {
+    const e = new Error(res.message);
+    e.name = res.type;
+    throw e;
+  }
+  return res;
+}
+
+function providerNames(list) {
+  return (list || ["wasm"]).map((p) => {
+    const name = typeof p === "string" ? p : p && p.name;
+    if (typeof name !== "string") throw new TypeError("executionProviders: " + JSON.stringify(p) + " is not a provider name");
+    return PROVIDERS[name.toLowerCase()] || name;
+  });
+}
+
+/** A model ready to run: `InferenceSession.create(urlOrBytes, options)`. */
+export class InferenceSession {
+  constructor(info) {
+    this.id = info.id;
+    this.inputMetadata = info.inputs.map((i) => ({ name: i.name, isTensor: true, type: i.type, shape: i.shape }));
+    this.outputMetadata = info.outputs.map((o) => ({ name: o.name, isTensor: true, type: o.type, shape: o.shape }));
+    this.inputNames = info.inputs.map((i) => i.name);
+    this.outputNames = info.outputs.map((o) => o.name);
+    this.providers = info.providers;
+    this.metadata = info.metadata;
+    this.createMs = info.createMs;
+    this._sync = !!info.sync;   // no asynchronous step (CPU only): runs skip the event loop
+    this.lastRun = null;
+    this._partition = info.partition;
+  }
+
+  /** Open a model (.oxe or .onnx bytes; a URL, an ArrayBuffer or a Uint8Array). */
+  static async create(model, options = {}) {
+    const providers = providerNames(options.executionProviders);
+    let bytes;
+    if (typeof model === "string" || model instanceof URL) {
+      bytes = await fetchBytes(new URL(String(model), location.href).href, "model");
+    } else if (model instanceof ArrayBuffer) {
+      bytes = new Uint8Array(model);
+    } else if (ArrayBuffer.isView(model)) {
+      bytes = new Uint8Array(model.buffer, model.byteOffset, model.byteLength);
+    } else {
+      throw new TypeError("InferenceSession.create: expected a URL, an ArrayBuffer or a Uint8Array, got " + typeof model);
+    }
+    const res = await call("create", { model: bytes, providers: JSON.stringify(providers),
+                                       graphOptimizationLevel: options.graphOptimizationLevel || null });
+    return new InferenceSession(res.info);
+  }
+
+  /** Run: feeds {name: Tensor} -> {name: Tensor} (fetches: output names to return, or all). */
+  async run(feeds, fetches) {
+    if (!feeds || typeof feeds !== "object") throw new TypeError("run: feeds must be an object {name: Tensor}");
+    const meta = { feeds: [], fetches: fetches ? (Array.isArray(fetches) ? fetches : Object.keys(fetches)) : null };
+    const buffers = [];
+    for (const [name, t] of Object.entries(feeds)) {
+      if (!(t instanceof Tensor)) throw new TypeError("input '" + name + "': expected an onnxedge.Tensor");
+      meta.feeds.push({ name, type: t.type, dims: t.dims });
+      buffers.push(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+    }
+    const t0 = now();
+    const res = await call("run", { session: this.id, meta: JSON.stringify(meta), buffers }, this._sync);
+    const outputs = {};
+    for (const o of res.outputs) {
+      const Ctor = TYPED[o.type];
+      if (!Ctor) throw new Error("output '" + o.name + "': type " + o.type + " has no typed array");
+      const data = new Ctor(o.bytes.buffer, o.bytes.byteOffset, o.bytes.byteLength / Ctor.BYTES_PER_ELEMENT);
+      outputs[o.name] = new Tensor(o.type, data, Array.from(o.dims));
+    }
+    this.lastRun = Object.assign({ totalMs: now() - t0 }, res.timings);
+    return outputs;
+  }
+
+  /** Which provider runs each node: [{node, opType, domain, provider}]. */
+  partition() {
+    return this._partition.map((r) => Object.assign({}, r));
+  }
+
+  /** Free the session in the page's Python. */
+  async release() {
+    await call("release", { session: this.id });
+  }
+}
+
+/** The started Pyodide instance (starts it if needed): for running Python next to onnxedge. */
+export async function getPyodide() {
+  return ready();
+}

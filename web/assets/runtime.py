@@ -1,0 +1,238 @@
+"""onnxedge.js's Python side, run in Pyodide's global namespace (Python 3.8 + numpy 1.17 and up).
+
+onnxedge.js calls `oxe_call(call_id)` through `runPythonAsync` (runs of sessions without
+asynchronous steps: `oxe_call_sync(call_id)`, called directly); the call's arguments wait in the
+JS map `globalThis.onnxedgeCalls` (so concurrent calls never share a global). Every call returns
+a plain JS object: `{ok: true, ...}` or `{ok: false, type, message}` carrying onnxedge's own
+error (the JS side rejects with it). Tensors cross in one bulk copy each way (a Uint8Array's
+`assign_to` into a bytearray, `assign` from a numpy array).
+"""
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import sys
+import sysconfig
+import time
+import zipfile
+
+import js
+
+_SESSIONS = {}
+_NEXT = [1]
+_WEBGPU = {}
+# onnxruntime-web provider names -> onnxedge's
+_PROVIDER_NAMES = {"wasm": "CPUExecutionProvider", "cpu": "CPUExecutionProvider",
+                   "webgpu": "WebGpuExecutionProvider"}
+_LEVELS = {"disabled": 0, "disable": 0, "basic": 1, "extended": 2, "all": 99, "layout": 99}
+
+
+def _now():
+    return time.perf_counter() * 1000.0
+
+
+def _bytes_of(u8):
+    out = bytearray(u8.length)
+    u8.assign_to(out)
+    return bytes(out)
+
+
+def _obj(**fields):
+    o = js.Object.new()
+    for key, value in fields.items():
+        setattr(o, key, value)
+    return o
+
+
+def _json(value):
+    return js.JSON.parse(json.dumps(value))
+
+
+def install_wheel(u8, name):
+    """Unzip a pure wheel (a Uint8Array) into site-packages, as pip would; returns its file count."""
+    target = sysconfig.get_paths()["purelib"]
+    with zipfile.ZipFile(io.BytesIO(_bytes_of(u8))) as zf:
+        bad = [n for n in zf.namelist() if n.startswith("/") or ".." in n.split("/")]
+        if bad:
+            raise ValueError("wheel %s holds unsafe paths: %s" % (name, bad[:3]))
+        zf.extractall(target)
+        count = len(zf.namelist())
+    importlib.invalidate_caches()
+    return count
+
+
+def _providers(requested):
+    out = []
+    for p in requested or []:
+        name = p if isinstance(p, str) else (p.get("name") if isinstance(p, dict) else None)
+        if not isinstance(name, str):
+            from onnxedge.errors import InvalidArgument
+            raise InvalidArgument("executionProviders entry %r: expected a name such as 'wasm', "
+                                  "'webgpu' or an onnxedge provider name" % (p,))
+        out.append(_PROVIDER_NAMES.get(name.lower(), name))
+    return out or ["CPUExecutionProvider"]
+
+
+async def _ensure_webgpu():
+    """Install the page's navigator.gpu device once (when the wheel holds the WebGPU provider;
+    otherwise the session itself says the provider is unknown)."""
+    if "device" not in _WEBGPU:
+        try:
+            from onnxedge.web.webgpu import device_js
+        except ImportError:
+            return None
+        _WEBGPU["device"] = await device_js.install()
+    return _WEBGPU["device"]
+
+
+def _io(args):
+    """[{name, type ('float32', ...), shape}] of NodeArgs (type "tensor(float)" -> "float32")."""
+    from onnxedge import dtypes
+    by_ort = {d.ort_name: d.numpy for d in dtypes.BY_CODE.values() if d.numpy}
+    out = []
+    for a in args:
+        t = a.type
+        if t.startswith("tensor(") and t.endswith(")"):
+            t = by_ort.get(t[len("tensor("):-1], t)
+        shape = [d if isinstance(d, int) and d >= 0 else (d or None) for d in a.shape]
+        out.append({"name": a.name, "type": t, "shape": shape})
+    return out
+
+
+async def _create(args):
+    import onnxedge
+    t0 = _now()
+    model = _bytes_of(args.model)
+    providers = _providers(json.loads(args.providers))
+    if "WebGpuExecutionProvider" in providers:
+        await _ensure_webgpu()
+    opts = onnxedge.SessionOptions()
+    level = args.graphOptimizationLevel
+    if level:
+        if str(level).lower() not in _LEVELS:
+            raise onnxedge.InvalidArgument("graphOptimizationLevel %r: expected one of %s"
+                                           % (level, ", ".join(sorted(_LEVELS))))
+        opts.graph_optimization_level = _LEVELS[str(level).lower()]
+    sess = onnxedge.InferenceSession(model, opts, providers=providers)
+    sid = _NEXT[0]
+    _NEXT[0] += 1
+    _SESSIONS[sid] = sess
+    info = {"id": sid, "inputs": _io(sess.get_inputs()), "outputs": _io(sess.get_outputs()),
+            "providers": sess.get_providers(), "sync": not sess.needs_run_async,
+            "metadata": sess.get_modelmeta().custom_metadata_map,
+            "partition": [{"node": r["node"], "opType": r["op_type"], "domain": r["domain"],
+                           "provider": r["provider"]} for r in sess.partition_report()],
+            "createMs": _now() - t0}
+    return _obj(ok=True, info=_json(info))
+
+
+def _session(sid):
+    sess = _SESSIONS.get(int(sid))
+    if sess is None:
+        from onnxedge.errors import InvalidArgument
+        raise InvalidArgument("session %s was released (or never created)" % sid)
+    return sess
+
+
+def _feeds(args):
+    """(session, fetches, feeds) of a run call; the tensors copied out of JS in one copy each."""
+    import numpy as np
+    from onnxedge.errors import InvalidArgument
+    sess = _session(args.session)
+    meta = json.loads(args.meta)
+    feeds = {}
+    for f, u8 in zip(meta["feeds"], args.buffers):
+        name, dtype, dims = f["name"], f["type"], [int(d) for d in f["dims"]]
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise InvalidArgument("input '%s': tensor type %r is not one onnxedge can take"
+                                  % (name, dtype)) from None
+        raw = _bytes_of(u8)
+        count = int(np.prod(dims)) if dims else 1
+        if count * dt.itemsize != len(raw):
+            raise InvalidArgument("input '%s': %d bytes of %s do not fill dims %s (%d elements)"
+                                  % (name, len(raw), dtype, dims, count))
+        feeds[name] = np.frombuffer(raw, dtype=dt).reshape(dims)
+    return sess, meta.get("fetches"), feeds
+
+
+def _outputs(sess, fetches, outs, t0, t1, t2):
+    """The run call's JS result: outputs copied into Uint8Arrays, and timings."""
+    import numpy as np
+    from onnxedge.errors import InvalidArgument
+    names = fetches or [o.name for o in sess.get_outputs()]
+    result = js.Array.new()
+    for name, value in zip(names, outs):
+        arr = np.ascontiguousarray(value)
+        if arr.dtype == np.object_:
+            raise InvalidArgument("output '%s' is a string tensor: onnxedge.js moves numeric "
+                                  "tensors only" % name)
+        u8 = js.Uint8Array.new(arr.nbytes)
+        if arr.nbytes:
+            u8.assign(arr.reshape(-1).view(np.uint8))
+        dims = js.Array.new()
+        for d in arr.shape:
+            dims.push(int(d))
+        result.push(_obj(name=name, type=str(arr.dtype), dims=dims, bytes=u8))
+    timings = {"feedMs": t1 - t0, "runMs": t2 - t1, "fetchMs": _now() - t2}
+    return _obj(ok=True, outputs=result, timings=_json(timings))
+
+
+async def _run(args):
+    t0 = _now()
+    sess, fetches, feeds = _feeds(args)
+    t1 = _now()
+    outs = await sess.run_async(fetches, feeds)
+    return _outputs(sess, fetches, outs, t0, t1, _now())
+
+
+def _run_sync(args):
+    t0 = _now()
+    sess, fetches, feeds = _feeds(args)
+    t1 = _now()
+    outs = sess.run(fetches, feeds)
+    return _outputs(sess, fetches, outs, t0, t1, _now())
+
+
+async def _release(args):
+    _SESSIONS.pop(int(args.session), None)
+    return _obj(ok=True)
+
+
+_HANDLERS = {"create": _create, "run": _run, "release": _release}
+_SYNC_HANDLERS = {"run": _run_sync}
+
+
+def _failure(e):
+    return _obj(ok=False, type=type(e).__name__, message=str(e),
+                python="%s.%s" % (type(e).__module__, type(e).__name__))
+
+
+async def oxe_call(call_id):
+    """Run the call waiting in globalThis.onnxedgeCalls under call_id; a JS result object."""
+    args = js.onnxedgeCalls.get(call_id)
+    try:
+        return await _HANDLERS[str(args.op)](args)
+    except Exception as e:   # every error goes back to JS as data: its type and message
+        return _failure(e)
+
+
+def oxe_call_sync(call_id):
+    """`oxe_call` for calls that never wait (a run of a session with no asynchronous step):
+    called straight from JS, it skips runPythonAsync's event-loop round trip (~8 ms in
+    Pyodide 0.17, whose resumption goes through a clamped setTimeout)."""
+    args = js.onnxedgeCalls.get(call_id)
+    try:
+        return _SYNC_HANDLERS[str(args.op)](args)
+    except Exception as e:
+        return _failure(e)
+
+
+def oxe_versions():
+    """JSON: Python, numpy and onnxedge versions inside the page."""
+    import numpy
+    import onnxedge
+    return json.dumps({"python": sys.version.split()[0], "numpy": numpy.__version__,
+                       "onnxedge": onnxedge.__version__})

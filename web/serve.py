@@ -1,0 +1,135 @@
+"""A static file server for browser bundles and test pages: URL prefixes mounted on folders.
+
+Localhost by default; the MIME types Pyodide and onnxedge's page need (`.wasm`, `.mjs`, `.data`,
+`.whl`, `.oxe`, ...); cross-origin isolation headers (COOP/COEP, so `performance.now()` is
+precise and SharedArrayBuffer exists) and CORP on every response; nothing outside the mounted
+folders is reachable (`..` is dropped, links out of a folder are refused).
+
+    server = PageServer({"/": "dist/"}).start()    # tests: a daemon thread
+    serve("dist/", port=8000)                       # `onnxedge web serve`: blocks until Ctrl-C
+"""
+from __future__ import annotations
+
+import http.server
+import os
+import posixpath
+import signal
+import threading
+import urllib.parse
+from typing import Dict, Optional
+
+from onnxedge.errors import InvalidArgument
+
+MIME_TYPES = {
+    ".wasm": "application/wasm", ".mjs": "text/javascript", ".js": "text/javascript",
+    ".data": "application/octet-stream", ".whl": "application/zip", ".zip": "application/zip",
+    ".oxe": "application/octet-stream", ".onnx": "application/octet-stream",
+    ".json": "application/json", ".html": "text/html", ".css": "text/css",
+    ".py": "text/x-python", ".npz": "application/octet-stream", ".npy": "application/octet-stream",
+    ".txt": "text/plain", ".png": "image/png", ".svg": "image/svg+xml", ".map": "application/json",
+    ".tar": "application/x-tar",
+}
+_MISSING = os.path.join(os.devnull, "missing")
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    mounts: Dict[str, str] = {}
+    quiet = True
+    extensions_map = dict(http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES)
+
+    def translate_path(self, path: str) -> str:
+        path = posixpath.normpath(urllib.parse.unquote(urllib.parse.urlsplit(path).path))
+        for prefix, folder in sorted(self.mounts.items(), key=lambda kv: -len(kv[0])):
+            if path == prefix.rstrip("/") or path.startswith(prefix):
+                rest = path[len(prefix):] if path.startswith(prefix) else ""
+                parts = [p for p in rest.split("/") if p not in ("", ".", "..")]
+                full = os.path.join(folder, *parts)
+                root = os.path.realpath(folder)
+                real = os.path.realpath(full)
+                if real != root and not real.startswith(root + os.sep):
+                    return _MISSING   # a link pointing out of the mounted folder
+                return full
+        return _MISSING   # 404 outside the mounts
+
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, fmt: str, *args: object) -> None:
+        if not self.quiet:
+            super().log_message(fmt, *args)
+
+
+class PageServer:
+    """Serves `mounts` ({"/prefix/": folder}) on host:port (port 0: any free one)."""
+
+    def __init__(self, mounts: Dict[str, str], port: int = 0, host: str = "127.0.0.1",
+                 quiet: bool = True):
+        for prefix, folder in mounts.items():
+            if not prefix.startswith("/"):
+                raise InvalidArgument("mount %r must start with '/'" % prefix)
+            if not os.path.isdir(folder):
+                raise InvalidArgument("mount %s: %s is not a folder" % (prefix, folder))
+        self._mounts = {p: os.path.abspath(f) for p, f in mounts.items()}
+        handler = type("MountedHandler", (_Handler,), {"mounts": self._mounts, "quiet": quiet})
+        self._httpd = http.server.ThreadingHTTPServer((host, port), handler)
+        self._httpd.daemon_threads = True
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def origin(self) -> str:
+        """`http://HOST:PORT` (the bound address)."""
+        host, port = self._httpd.server_address[:2]
+        return "http://%s:%d" % (host, port)
+
+    def mount(self, prefix: str, folder: str) -> str:
+        """Serve `folder` at `prefix` from now on; returns the prefix's URL."""
+        if not (prefix.startswith("/") and prefix.endswith("/")):
+            raise InvalidArgument("mount %r must start and end with '/'" % prefix)
+        if not os.path.isdir(folder):
+            raise InvalidArgument("mount %s: %s is not a folder" % (prefix, folder))
+        self._mounts[prefix] = os.path.abspath(folder)
+        return self.origin + prefix
+
+    def start(self) -> "PageServer":
+        """Start serving in a daemon thread; returns self."""
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until `stop()` (e.g. from a signal handler)."""
+        self._httpd.serve_forever()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._thread is not None:
+            self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def serve(folder: str, port: int = 8000, host: str = "127.0.0.1", quiet: bool = False) -> int:
+    """Serve a bundle folder at / until Ctrl-C or SIGTERM; prints the URL. Returns 0."""
+    if not os.path.isfile(os.path.join(folder, "index.html")):
+        raise InvalidArgument("%s has no index.html: is it a bundle from `onnxedge web build`?"
+                              % folder)
+    server = PageServer({"/": folder}, port=port, host=host, quiet=quiet)
+    print("serving %s at %s/ (Ctrl-C to stop)" % (os.path.abspath(folder), server.origin), flush=True)
+    stopper = threading.Thread(target=server._httpd.shutdown, daemon=True)
+
+    def _stop(signum: int, frame: object) -> None:
+        stopper.start()   # shutdown() waits for serve_forever: call it from another thread
+
+    old = signal.signal(signal.SIGTERM, _stop)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        server._httpd.server_close()
+    print("stopped", flush=True)
+    return 0
