@@ -239,6 +239,8 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                    help="skip the WebGPU provider comparison (benchmarks/webgpu.py)")
     p.add_argument("--no-oxe", action="store_true",
                    help="skip the .oxe vs .onnx load benchmark (benchmarks/load_oxe.py)")
+    p.add_argument("--no-browser", action="store_true",
+                   help="skip onnxedge in Pyodide vs onnxruntime-web (benchmarks/browser.py)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
@@ -300,6 +302,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.no_oxe:
         from benchmarks import load_oxe   # .oxe vs .onnx open time and memory: load_oxe.json / .png
         if load_oxe.main(["--out", args.out]):
+            return 1
+    if not args.no_browser:
+        from benchmarks import browser   # Pyodide vs onnxruntime-web: browser.json / .png
+        if browser.main(["--out", args.out, "--model-dir", args.model_dir]):
             return 1
     return 1 if any("error" in r for r in results) else 0
 

@@ -60,7 +60,8 @@ def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarra
         raise InvalidArgument("Gather: data must have rank >= 1, got a scalar")
     axis = norm_axis(axis, data.ndim, "Gather")
     idx = _indices(indices, data.shape[axis], "Gather")
-    return np.take(data, idx, axis=axis)
+    # np.take casts indices to intp 'safe'ly: int64 fails where intp is int32 (wasm32, Pyodide)
+    return np.take(data, idx.astype(np.intp, copy=False), axis=axis)
 
 
 @register("GatherElements", since=11)

@@ -34,6 +34,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-quic", "--no-first-ru
                   "--disable-sync", "--enable-unsafe-webgpu"]
 
 TIMINGS: Dict[str, float] = {}
+SUMMARY: List[str] = []   # result lines the tests report (printed after the timings)
 
 
 def _missing_setup() -> List[str]:
@@ -242,6 +243,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("browser page timings (headless Chromium, Pyodide 0.17.1)")
         for key, value in TIMINGS.items():
             terminalreporter.write_line("%-50s %10.1f" % (key, value))
+    if SUMMARY:
+        terminalreporter.section("browser test results")
+        for line in SUMMARY:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
@@ -255,3 +260,10 @@ def js_device(pyodide_page: PyodidePage) -> Dict[str, Any]:
         "json.dumps(dev.info.as_dict())")
     TIMINGS["navigator.gpu device ready (ms)"] = (time.perf_counter() - t) * 1000
     return info
+
+
+# `onnxedge web build` bundles in the page (fixtures web_bundle, bundle_page): see bundles.py
+import bundles  # noqa: E402
+from bundles import _bundle_pages_stay_local, bundle_page, bundle_server, web_bundle  # noqa: E402,F401
+
+bundles.BUNDLE_TIMINGS = TIMINGS

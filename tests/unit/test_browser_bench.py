@@ -1,0 +1,61 @@
+"""benchmarks/browser.py's native helpers: the matmul model, tensor transport, the output check."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+@pytest.fixture(scope="module")
+def browser_bench():
+    pytest.importorskip("onnx", reason="the benchmark models are built with onnx.helper")
+    from benchmarks import browser
+    return browser
+
+
+def test_matmul_model_computes_relu_of_matmul_plus_bias(browser_bench, tmp_path):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+    import onnx
+    from onnx import numpy_helper
+    path = browser_bench.build_matmul(str(tmp_path / "matmul.onnx"))
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    x = browser_bench.make_feeds("matmul")["input"]
+    assert x.shape == browser_bench.MATMUL[:2]
+    (got,) = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"input": x})
+    want = np.maximum(x.astype(np.float64) @ inits["w"] + inits["b"], 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert (got == 0).mean() > 0.2   # the ReLU does cut
+
+
+def test_tensors_survive_the_page_encoding(browser_bench):
+    for x in (np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
+              np.array([[2 ** 40, -3]], np.int64)):
+        t = browser_bench.encode(x)
+        assert t["dims"] == list(x.shape)
+        y = browser_bench.decode(t)
+        assert y.dtype == x.dtype and np.array_equal(y, x)
+
+
+def test_output_check_flags_disagreement(browser_bench):
+    a = {"y": np.array([1.0, 2.0, 0.0], np.float32)}
+    assert browser_bench.compare(a, {"y": a["y"] * (1 + 5e-4)})["agree"]
+    off = browser_bench.compare(a, {"y": np.array([1.0, 2.01, 0.0], np.float32)})
+    assert not off["agree"] and off["max_abs_diff"] == pytest.approx(0.01, rel=1e-3)
+    assert not browser_bench.compare(a, {"y": a["y"][:2]})["agree"]
+    assert not browser_bench.compare(a, {"z": a["y"]})["agree"]
+
+
+def test_table_puts_engines_side_by_side(browser_bench):
+    row = {"model": "mlp", "check": {"agree": True, "max_abs_diff": 1e-7}, "engines": {
+        "onnxruntime-web": {"median_ms": 0.05, "page_to_first_result_s": 0.5,
+                            "bytes_before_first_result": 14_800_000},
+        "onnxedge": {"median_ms": 5.0, "engine_median_ms": 0.3, "page_to_first_result_s": 2.0,
+                     "bytes_before_first_result": 27_900_000}}}
+    line = browser_bench.markdown_table([row]).splitlines()[-1]
+    assert line == "| mlp | 0.05 | 5 (0.3) | 100x | 0.50 / 2.00 | 14.8 / 27.9 | yes (1.0e-07) |"
