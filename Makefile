@@ -16,7 +16,7 @@ help:  ## list the targets
 	@echo "onnxedge — make targets:"
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-20s %s\n", $$1, $$2}'
 
-setup: $(STAMP)/venv $(STAMP)/venv38 setup-browser setup-neon $(STAMP)/apt-flatc setup-webgpu  ## install everything missing (venvs for Python 3.11 and 3.8)
+setup: $(STAMP)/venv $(STAMP)/venv38 setup-browser setup-neon $(STAMP)/apt-flatc setup-webgpu $(STAMP)/venv-pyodide  ## install everything missing (venvs for Python 3.11 and 3.8)
 
 $(STAMP)/venv: pyproject.toml
 	@mkdir -p $(STAMP)
@@ -40,6 +40,18 @@ $(STAMP)/venv38: pyproject.toml
 	@test -x "$(PY38_BASE)" || { echo "Python 3.8.18 not found at '$(PY38_BASE)': install it with pyenv (pyenv install 3.8.18) or set PY38_BASE=/path/to/python3.8"; exit 1; }
 	test -x $(PY38) || $(PY38_BASE) -m venv $(VENV38)
 	$(PY38) -m pip install -q -e '.[test]'
+	@touch $@
+
+PY313_BASE  ?= $(lastword $(sort $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13.*/bin/python)))
+
+.PHONY: setup-pyodide-build
+setup-pyodide-build: $(STAMP)/venv-pyodide  ## pyodide-build 0.39.2 (Python 3.13) for `onnxedge web build --pyodide DIR` (lockfile, py-compile)
+
+$(STAMP)/venv-pyodide:
+	@mkdir -p $(STAMP)
+	@test -x "$(PY313_BASE)" || { echo "Python 3.13 not found under pyenv: install it (pyenv install 3.13) or set PY313_BASE=/path/to/python3.13"; exit 1; }
+	test -x .venv-pyodide/bin/python || $(PY313_BASE) -m venv .venv-pyodide
+	.venv-pyodide/bin/pip install -q pyodide-build==0.39.2 pkginfo
 	@touch $@
 
 # --- WebGPU natively: wgpu-py (the test extra) on Mesa's lavapipe (CPU Vulkan) ---------------
@@ -113,17 +125,39 @@ conformance-report: setup  ## regenerate docs/CONFORMANCE.md (onnxedge vs onnxru
 	$(PY) tests/conformance/cases.py
 	$(PY) tests/conformance/run.py --reference onnxruntime --report docs/CONFORMANCE.md --plot docs/conformance.png
 
-demo: setup  ## run the default model (the MLP) through the CLI
+WEB_DEMO    ?= build/web-demo
+WEB_PORT    ?= 8000
+WEB_MODELS  := demo/models/digits.onnx demo/models/mlp.onnx
+
+demo/models/mlp.onnx:
 	$(PY) demo/make_models.py
-	$(VENV)/bin/onnxedge inspect demo/models/mlp.onnx
+
+demo/models/digits.onnx:
+	$(PY) demo/digits/train.py
+
+demo: setup $(WEB_MODELS)  ## the MLP through the CLI, then the in-browser demo (digit drawing + MLP) built into build/web-demo/ and served on localhost:8000
 	$(VENV)/bin/onnxedge run demo/models/mlp.onnx --input input=demo/models/mlp_input.npy --repeat 20
+	$(VENV)/bin/onnxedge web build $(WEB_MODELS) -o $(WEB_DEMO) --title "onnxedge demo: draw a digit"
+	@echo "open http://127.0.0.1:$(WEB_PORT)/ in a browser (Ctrl-C stops the server)"
+	$(VENV)/bin/onnxedge web serve $(WEB_DEMO) --port $(WEB_PORT)
+
+.PHONY: web-build web-serve
+web-build: setup $(WEB_MODELS)  ## build the browser bundle of the demo models into build/web-demo/ (WEB_ARGS: extra `onnxedge web build` options)
+	$(VENV)/bin/onnxedge web build $(WEB_MODELS) -o $(WEB_DEMO) --title "onnxedge demo: draw a digit" $(WEB_ARGS)
+
+web-serve:  ## serve build/web-demo/ on localhost (WEB_PORT, default 8000)
+	$(VENV)/bin/onnxedge web serve $(WEB_DEMO) --port $(WEB_PORT)
 
 .PHONY: demo-rpi
 demo-rpi: setup  ## the Raspberry Pi bundle of the demo MLP (build/rpi/), installed and queried under qemu
 	$(PY) demo/raspberry_pi/make_bundle.py --out build/rpi/mlp-pi --try-qemu
 
-bench: setup  ## benchmarks vs onnxruntime: JSON + PNG in benchmarks/results/
+bench: setup  ## benchmarks vs onnxruntime (and onnxruntime-web in Chromium): JSON + PNG in benchmarks/results/
 	$(PY) benchmarks/run.py
+
+.PHONY: bench-browser
+bench-browser: setup  ## only the browser part: onnxedge in Pyodide vs onnxruntime-web (browser.json/.png)
+	$(PY) benchmarks/browser.py
 
 index:  ## regenerate the lazy kernel index (core/kernels/index.py)
 	$(PY) -m onnxedge.kernels.registry --write-index
