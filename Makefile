@@ -66,7 +66,7 @@ test-webgpu: setup  ## the WebGPU provider's tests (kernels, node suite, the thr
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/webgpu
 
 # --- the browser page (Chromium + Pyodide 0.17.1 from npm + wheels for micropip) -------------
-setup-browser: $(STAMP)/apt-chromium $(STAMP)/npm-web $(STAMP)/wheels-web  ## Chromium, Pyodide 0.17.1 (npm) and the page's wheels
+setup-browser: $(STAMP)/apt-chromium $(STAMP)/npm-web $(STAMP)/wheels-web  ## Chromium; Pyodide 0.17.1, the pyodide 314 core and onnxruntime-web (npm); the page's wheels
 
 $(STAMP)/apt-chromium:
 	@mkdir -p $(STAMP)

@@ -5,6 +5,7 @@ dimension of 1 is a real signal.
 """
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import numpy as np
@@ -41,6 +42,40 @@ def _as_pairs(c: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.stack([c.real, c.imag], axis=-1).astype(dtype)
 
 
+# numpy.fft aborts Pyodide 0.17.1's interpreter in Chromium (a wasm i64 call it cannot bridge):
+# in a page the transforms are matrix products with the DFT matrix instead.
+USE_NUMPY_FFT = sys.platform != "emscripten"
+
+
+def _fit(c: np.ndarray, n: int, axis: int) -> np.ndarray:
+    """c cut or zero-padded to n points along axis (numpy.fft's `n`)."""
+    if c.shape[axis] >= n:
+        return np.take(c, np.arange(n), axis=axis)
+    pad = [(0, 0)] * c.ndim
+    pad[axis] = (0, n - c.shape[axis])
+    return np.pad(c, pad, mode="constant")
+
+
+def matrix_fft(c: np.ndarray, n: int, axis: int, inverse: bool = False) -> np.ndarray:
+    """numpy.fft.fft (or ifft) of c along axis with n points, as a product with the DFT matrix."""
+    c = _fit(np.asarray(c, dtype=np.complex128), n, axis)
+    k = np.arange(n)
+    w = np.exp((2j if inverse else -2j) * np.pi * (np.outer(k, k) % n) / n)
+    y = np.moveaxis(np.tensordot(np.moveaxis(c, axis, -1), w, axes=([-1], [0])), -1, axis)
+    return y / n if inverse else y
+
+
+def matrix_irfft(c: np.ndarray, n: int, axis: int) -> np.ndarray:
+    """numpy.fft.irfft of a one-sided spectrum c along axis (n real points)."""
+    half = _fit(np.asarray(c, dtype=np.complex128), n // 2 + 1, axis)
+    mirror = np.conj(np.take(half, np.arange((n + 1) // 2 - 1, 0, -1), axis=axis))
+    return matrix_fft(np.concatenate([half, mirror], axis=axis), n, axis, inverse=True).real
+
+
+def _fft(c: np.ndarray, n: int, axis: int) -> np.ndarray:
+    return np.fft.fft(c, n=n, axis=axis) if USE_NUMPY_FFT else matrix_fft(c, n, axis)
+
+
 def dft(op: str, x: np.ndarray, length: Optional[int], axis: int, inverse: int,
         onesided: int) -> np.ndarray:
     """The DFT of x (..., [real|real,imag]) along `axis` (counted on x, excluding the last dim)."""
@@ -57,10 +92,13 @@ def dft(op: str, x: np.ndarray, length: Optional[int], axis: int, inverse: int,
         raise InvalidArgument("%s: dft_length must be positive, got %d" % (op, length))
     if inverse:
         if onesided:
-            y = np.fft.irfft(sig, n=length, axis=ax)
+            y = np.fft.irfft(sig, n=length, axis=ax) if USE_NUMPY_FFT \
+                else matrix_irfft(sig, length, ax)
             return y[..., None].astype(x.dtype)
-        return _as_pairs(np.fft.ifft(sig, n=length, axis=ax), x.dtype)
-    y = np.fft.fft(sig, n=length, axis=ax)
+        y = np.fft.ifft(sig, n=length, axis=ax) if USE_NUMPY_FFT \
+            else matrix_fft(sig, length, ax, inverse=True)
+        return _as_pairs(y, x.dtype)
+    y = _fft(sig, length, ax)
     if onesided:
         y = np.take(y, np.arange(length // 2 + 1), axis=ax)
     return _as_pairs(y, x.dtype)
@@ -115,7 +153,7 @@ def stft(signal: np.ndarray, frame_step: np.ndarray, window: Optional[np.ndarray
     sig = _as_complex(op, x)
     idx = np.arange(frames)[:, None] * step + np.arange(flen)[None, :]
     framed = sig[:, idx] * win.astype(np.float64)
-    y = np.fft.fft(framed, axis=-1)
+    y = _fft(framed, flen, framed.ndim - 1)
     if onesided:
         y = y[..., :flen // 2 + 1]
     return _as_pairs(y, x.dtype)

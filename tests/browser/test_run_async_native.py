@@ -91,3 +91,9 @@ def test_run_async_equals_run_on_cpu():
     [b] = await_(sess.run_async(None, {"x": x}))
     np.testing.assert_array_equal(a, b)
     assert b.flags.writeable
+
+
+def test_needs_run_async_tells_sessions_with_async_steps(session):
+    """onnxedge.js calls `run` synchronously when this is False (CPU only), else `run_async`."""
+    assert session.needs_run_async is True
+    assert onnxedge.InferenceSession(_model()).needs_run_async is False
