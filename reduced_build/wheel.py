@@ -75,6 +75,16 @@ def _package_dir(package: str) -> str:
     return list(spec.submodule_search_locations)[0]
 
 
+def _from_module(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a `from ... import` in `package` reads (relative levels resolved)."""
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        parent = ".".join(parts[:len(parts) - node.level + 1])
+        base = parent + ("." + base if base else "")
+    return base
+
+
 def _imported_modules(path: str, package: str) -> Set[str]:
     """Absolute names of the modules a source file imports (relative imports resolved)."""
     with open(path, encoding="utf-8") as f:
@@ -84,11 +94,7 @@ def _imported_modules(path: str, package: str) -> Set[str]:
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parent = ".".join(parts[:len(parts) - node.level + 1])
-                base = parent + ("." + base if base else "")
+            base = _from_module(node, package)
             out.add(base)
             out.update(base + "." + a.name for a in node.names)
     return out
@@ -194,12 +200,39 @@ def _parents(package: str) -> List[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
+def single_module_file(name: str) -> Optional[str]:
+    """The source file of `name` when it is a plain module (not a package), else None."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.submodule_search_locations is not None or not spec.origin:
+        return None
+    return spec.origin if spec.origin.endswith(".py") else None
+
+
+def module_files(modules: Sequence[str]) -> Dict[str, str]:
+    """{archive name: source path} of single modules and their packages' `__init__.py` only
+    (an `extra_packages` entry naming a module keeps that module, not its whole package)."""
+    out: Dict[str, str] = {}
+    for name in modules:
+        src = single_module_file(name)
+        if src is None:
+            raise InvalidArgument("extra module %s is not a single .py module of onnxedge" % name)
+        for parent in _parents(name)[1:]:
+            out[parent.replace(".", "/") + "/__init__.py"] = os.path.join(
+                _package_dir(parent), "__init__.py")
+        out[name.replace(".", "/") + ".py"] = src
+    return out
+
+
 def collect_files(extra_packages: Sequence[str] = (), arch: Optional[str] = None) -> Dict[str, str]:
-    """{archive name: source path} of the core (every kernel module) plus extra packages."""
+    """{archive name: source path} of the core (every kernel module) plus extra packages; an
+    entry naming a single module (e.g. onnxedge.edge.coreml.provider) adds only that module."""
     files = _walk_package(ROOT_PACKAGE, arch)
     for package in extra_packages:
         if not package.startswith(ROOT_PACKAGE + "."):
             raise InvalidArgument("extra package %s is not part of onnxedge" % package)
+        if single_module_file(package) is not None:
+            files.update(module_files([package]))
+            continue
         for parent in _parents(package)[1:]:
             init = os.path.join(_package_dir(parent), "__init__.py")
             files[parent.replace(".", "/") + "/__init__.py"] = init
@@ -340,7 +373,8 @@ def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Seque
     req_ops = scan.op_pairs(required)
     files = collect_files(extra_packages, arch)
     if profile == "runtime":
-        for arc in [a for a in files if a.startswith(RUNTIME_DROPS)]:
+        asked = module_files([m for m in extra_packages if single_module_file(m) is not None])
+        for arc in [a for a in files if a.startswith(RUNTIME_DROPS) and a not in asked]:
             del files[arc]
     modules, missing = kernel_modules_for(set(table) if all_ops else req_ops, table,
                                           also=kernels_imported_outside(files))
@@ -402,11 +436,7 @@ def _kernel_imports(contents: Dict[str, bytes]) -> Tuple[Dict[str, Set[str]], Se
             if isinstance(node, ast.Import):
                 whole.update(a.name[len(prefix):] for a in node.names if a.name.startswith(prefix))
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    parent = ".".join(parts[:len(parts) - node.level + 1])
-                    base = parent + ("." + base if base else "")
+                base = _from_module(node, package)
                 if base.startswith(prefix):
                     names.setdefault(base[len(prefix):], set()).update(a.name for a in node.names)
                 elif base == prefix[:-1]:

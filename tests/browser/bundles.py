@@ -13,15 +13,33 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.parse
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import pytest
 
 from onnxedge.web.serve import PageServer
+from server import local_only_context
 
 BUNDLE_TIMINGS: Dict[str, float] = {}
 _BLOCKED: List[str] = []
+
+
+@pytest.fixture(scope="session")
+def demo_files() -> Dict[str, str]:
+    """The demo MLP and digit CNN in demo/models/, made as `make demo` makes them when missing
+    (a fresh clone has neither: demo/models/ is not tracked)."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    demo = os.path.join(root, "demo")
+    makers = {"mlp": os.path.join(demo, "make_models.py"),
+              "digits": os.path.join(demo, "digits", "train.py")}
+    out = {}
+    for name, script in makers.items():
+        out[name] = os.path.join(demo, "models", name + ".onnx")
+        if not os.path.isfile(out[name]):
+            subprocess.run([sys.executable, script], check=True, capture_output=True)
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -57,17 +75,7 @@ def web_bundle(tmp_path_factory: Any, bundle_server: PageServer) -> Callable[...
 @pytest.fixture(scope="session")
 def bundle_page(browser: Any, bundle_server: PageServer) -> Callable[..., Any]:
     """Factory: bundle_page(page_url, wait=True) -> a Playwright page on that bundle (cached)."""
-    local = urllib.parse.urlsplit(bundle_server.origin).netloc
-    context = browser.new_context()
-
-    def guard(route: Any) -> None:
-        if urllib.parse.urlsplit(route.request.url).netloc == local:
-            route.continue_()
-        else:
-            _BLOCKED.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", guard)
+    context = local_only_context(browser, bundle_server.origin, _BLOCKED)
     pages: Dict[str, Any] = {}
 
     def open_page(url: str, wait: bool = True) -> Any:

@@ -15,14 +15,13 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
 from typing import Any, Dict, List
 
 import numpy as np
 import pytest
 
 from onnxedge import model_io
-from server import PageServer
+from server import PageServer, local_only_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHROMIUM = "/usr/bin/chromium"
@@ -197,20 +196,10 @@ class PyodidePage:
 @pytest.fixture(scope="session")
 def pyodide_page(browser: Any, page_server: PageServer, wheel_dir: str, data_dir: str):
     """One page for the session: Pyodide 0.17.1, numpy and onnxedge (by micropip) ready."""
-    context = browser.new_context()
-    LIFETIME.contexts.append(context)
-    local = urllib.parse.urlsplit(page_server.origin).netloc
     blocked: List[str] = []
     console: List[str] = []
-
-    def guard(route: Any) -> None:
-        if urllib.parse.urlsplit(route.request.url).netloc == local:
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", guard)
+    context = local_only_context(browser, page_server.origin, blocked)
+    LIFETIME.contexts.append(context)
     page = context.new_page()
     page.on("console", lambda msg: console.append("%s: %s" % (msg.type, msg.text)))
     page.on("pageerror", lambda err: console.append("pageerror: %s" % err))
@@ -264,6 +253,6 @@ def js_device(pyodide_page: PyodidePage) -> Dict[str, Any]:
 
 # `onnxedge web build` bundles in the page (fixtures web_bundle, bundle_page): see bundles.py
 import bundles  # noqa: E402
-from bundles import _bundle_pages_stay_local, bundle_page, bundle_server, web_bundle  # noqa: E402,F401
+from bundles import _bundle_pages_stay_local, bundle_page, bundle_server, demo_files, web_bundle  # noqa: E402,F401
 
 bundles.BUNDLE_TIMINGS = TIMINGS

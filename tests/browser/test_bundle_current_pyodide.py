@@ -14,8 +14,9 @@ CURRENT = os.path.join(ROOT, "web", "node_modules", "pyodide")
 
 
 def test_current_pyodide_loads_onnxedge_from_its_lock_then_needs_numpy(web_bundle: Any,
-                                                                        bundle_page: Any):
-    dist, url = web_bundle([os.path.join(ROOT, "demo", "models", "mlp.onnx")], pyodide=CURRENT)
+                                                                        bundle_page: Any,
+                                                                        demo_files: Any):
+    dist, url = web_bundle([demo_files["mlp"]], pyodide=CURRENT)
     with open(os.path.join(dist, "pyodide", "pyodide-lock.json")) as f:
         lock = json.load(f)
     with open(os.path.join(dist, "bundle.json")) as f:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from typing import Any, Dict
 
 import numpy as np
@@ -22,8 +20,6 @@ import onnxedge
 from onnxedge import model_io
 from bundles import wait_state
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEMO = os.path.join(ROOT, "demo", "models")
 
 
 def _ints_model(path: str) -> str:
@@ -49,14 +45,10 @@ def _dropped_op_model(path: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def demo_models(tmp_path_factory: Any) -> Dict[str, str]:
-    """The demo MLP and digit CNN (made if missing) and a small int64/bool model."""
-    if not os.path.isfile(os.path.join(DEMO, "mlp.onnx")):
-        subprocess.run([sys.executable, os.path.join(ROOT, "demo", "make_models.py")], check=True)
-    if not os.path.isfile(os.path.join(DEMO, "digits.onnx")):
-        subprocess.run([sys.executable, os.path.join(ROOT, "demo", "digits", "train.py")], check=True)
+def demo_models(tmp_path_factory: Any, demo_files: Dict[str, str]) -> Dict[str, str]:
+    """The demo MLP and digit CNN and a small int64/bool model."""
     tmp = str(tmp_path_factory.mktemp("models"))
-    return {"mlp": os.path.join(DEMO, "mlp.onnx"), "digits": os.path.join(DEMO, "digits.onnx"),
+    return {"mlp": demo_files["mlp"], "digits": demo_files["digits"],
             "ints": _ints_model(os.path.join(tmp, "ints.onnx")),
             "l2": _dropped_op_model(os.path.join(tmp, "l2.oxe"))}
 

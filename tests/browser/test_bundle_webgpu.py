@@ -2,7 +2,6 @@
 runs the MLP on the WebGPU provider (SwiftShader in headless Chromium), outputs as onnxruntime's."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -10,16 +9,11 @@ import onnxruntime
 
 from bundles import wait_state
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MLP = os.path.join(ROOT, "demo", "models", "mlp.onnx")
 
 
-def test_webgpu_bundle_runs_the_mlp_on_the_gpu_provider(web_bundle: Any, bundle_page: Any):
-    if not os.path.isfile(MLP):
-        import subprocess
-        import sys
-        subprocess.run([sys.executable, os.path.join(ROOT, "demo", "make_models.py")], check=True)
-    _, url = web_bundle([MLP], providers="cpu,webgpu")
+def test_webgpu_bundle_runs_the_mlp_on_the_gpu_provider(web_bundle: Any, bundle_page: Any,
+                                                         demo_files: Any):
+    _, url = web_bundle([demo_files["mlp"]], providers="cpu,webgpu")
     page = bundle_page(url)
     assert wait_state(page, ("ready", "error")) == "ready", page.evaluate("JSON.stringify(onnxedgeApp.error)")
     x = np.random.default_rng(3).standard_normal((2, 784)).astype(np.float32)
@@ -31,5 +25,5 @@ def test_webgpu_bundle_runs_the_mlp_on_the_gpu_provider(web_bundle: Any, bundle_
     }""", x.ravel().tolist())
     assert out["providers"] == ["WebGpuExecutionProvider", "CPUExecutionProvider"]
     assert "WebGpuExecutionProvider" in out["partition"]
-    ref = onnxruntime.InferenceSession(MLP, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    ref = onnxruntime.InferenceSession(demo_files["mlp"], providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     np.testing.assert_allclose(np.array(out["data"]).reshape(ref.shape), ref, rtol=1e-4, atol=1e-5)

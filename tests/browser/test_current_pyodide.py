@@ -4,16 +4,15 @@
 `.pyc` path of `pyodide py-compile` for a distribution whose Python is the compiler's."""
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
 import shutil
-import urllib.parse
 import zipfile
 from typing import Any, List
 
 import pytest
+from server import local_only_context
 
 import onnxedge
 from onnxedge.reduced_build.build import reduce
@@ -110,18 +109,8 @@ def test_load_package_in_the_current_pyodide_core(reduced, browser: Any, bundle_
     url = bundle_server.mount("/current-pyodide/", dist)
     with open(os.path.join(dist, "blank.html"), "w") as f:
         f.write("<!doctype html><title>current pyodide</title>")
-    local = urllib.parse.urlsplit(bundle_server.origin).netloc
     blocked: List[str] = []
-    context = browser.new_context()
-
-    def guard(route: Any) -> None:
-        if urllib.parse.urlsplit(route.request.url).netloc == local:
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", guard)
+    context = local_only_context(browser, bundle_server.origin, blocked)
     try:
         page = context.new_page()
         console: List[str] = []

@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 import time
-import urllib.parse
 import zipfile
 from typing import Any, Dict
 from unittest import mock
@@ -21,7 +20,7 @@ from unittest import mock
 import pytest
 
 from conftest import LIFETIME, PAGE_DIR, PYODIDE_DIR, ROOT, SUMMARY, TIMINGS, VENDOR_WHEELS
-from server import PageServer
+from server import PageServer, local_only_context
 
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -85,19 +84,9 @@ def suite_page(browser: Any, tmp_path_factory):
         shutil.copy(src, out)
     server = PageServer({"/pyodide/": PYODIDE_DIR, "/page/": PAGE_DIR, "/wheels/": wheel_dir,
                          "/suite/": out}).start()
-    context = browser.new_context()
-    LIFETIME.contexts.append(context)
-    local = urllib.parse.urlsplit(server.origin).netloc
     blocked: list = []
-
-    def guard(route: Any) -> None:
-        if urllib.parse.urlsplit(route.request.url).netloc == local:
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", guard)
+    context = local_only_context(browser, server.origin, blocked)
+    LIFETIME.contexts.append(context)
     page = context.new_page()
     page.goto(server.origin + "/page/harness.html")
     page.evaluate("opts => harness.start(opts)", {"wheels": names})
