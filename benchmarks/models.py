@@ -1,10 +1,12 @@
-"""The three benchmark models, built deterministically with onnx.helper and seeded numpy weights.
+"""The benchmark models, built deterministically with onnx.helper and seeded numpy weights.
 
 - ``mlp``: 784-128-64-10 (Gemm, Relu, Softmax), input ``input`` float32 [batch, 784].
 - ``resnet18``: ResNet-18 at 224x224 with BatchNormalization kept as PyTorch exports it,
   input ``input`` float32 [batch, 3, 224, 224], logits ``output`` [batch, 1000].
 - ``bert_encoder``: a 4-layer BERT-style encoder (hidden 256, 4 heads, FFN 1024, sequence 128),
   inputs ``input_ids`` / ``attention_mask`` int64 [batch, 128], output ``last_hidden_state``.
+- ``qdq_cnn``: a small int8 QDQ CNN (conv 8 + relu, conv 16 stride 2 + relu, global average
+  pool, gemm 10), input ``input`` float32 [batch, 3, 32, 32], output ``output`` int8 [batch, 10].
 
 All are opset 17. ``build_all(out_dir)`` writes them; ``make_inputs(name)`` gives feeds.
 """
@@ -27,6 +29,7 @@ BERT_LAYERS = 4
 BERT_HEADS = 4
 BERT_FFN = 1024
 BERT_SEQ = 128
+QDQ_SIZE = 32
 
 
 class _GraphBuilder:
@@ -230,10 +233,92 @@ def build_bert_encoder(seed: int = 0) -> onnx.ModelProto:
         [ids_type("last_hidden_state", TensorProto.FLOAT, ["batch", BERT_SEQ, BERT_HIDDEN])])
 
 
+def _conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """NCHW float conv (im2col), only to calibrate qdq_cnn's activation ranges."""
+    n, c, h, wd = x.shape
+    m, _, k, _ = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
+    cols = np.stack([xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                     for i in range(k) for j in range(k)], axis=2)   # n, c, k*k, oh, ow
+    out = np.einsum("nckhw,mck->nmhw", cols, w.reshape(m, c, k * k))
+    return out + b.reshape(1, m, 1, 1)
+
+
+def _qparams(lo: float, hi: float) -> tuple:
+    """int8 asymmetric (scale, zero point) covering [lo, hi] (and 0)."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = np.float32(max(hi - lo, 1e-6) / 255.0)
+    zp = int(np.clip(np.round(-128 - lo / scale), -128, 127))
+    return scale, zp
+
+
+def build_qdq_cnn(seed: int = 0) -> onnx.ModelProto:
+    """QDQ int8 CNN as onnxruntime's static quantizer writes it: conv 8ch 3x3 + Relu, conv 16ch
+    3x3 stride 2 + Relu, GlobalAveragePool, Gemm 10, each weight and activation wrapped in
+    QuantizeLinear/DequantizeLinear (int8 activations with zero points, int8 symmetric weights,
+    int32 biases); activation ranges calibrated on seeded inputs. Output: int8 logits."""
+    b = _GraphBuilder(seed)
+    calib = np.random.default_rng(seed + 1).standard_normal((8, 3, QDQ_SIZE, QDQ_SIZE)).astype(np.float32)
+
+    def qconst(base: str, w: np.ndarray) -> tuple:
+        scale = np.float32(np.abs(w).max() / 127.0)
+        q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+        return b.init(base + "_quantized", q), scale, q.astype(np.float32) * scale
+
+    def dq(x: str, scale: np.float32, zp: int, dtype: type, base: str) -> str:
+        s = b.init(base + "_scale", np.array(scale, np.float32))
+        z = b.init(base + "_zero_point", np.array(zp, dtype))
+        return b.op("DequantizeLinear", [x, s, z], base + "_dequantized")
+
+    def qdq(x: str, lo: float, hi: float, base: str) -> tuple:
+        scale, zp = _qparams(lo, hi)
+        s = b.init(base + "_scale", np.array(scale, np.float32))
+        z = b.init(base + "_zero_point", np.array(zp, np.int8))
+        q = b.op("QuantizeLinear", [x, s, z], base + "_quantized")
+        return b.op("DequantizeLinear", [q, s, z], base + "_dequantized"), scale
+
+    x, s_in = qdq("input", float(calib.min()), float(calib.max()), "input")
+    act = calib
+    for i, (c_in, c_out, stride) in enumerate([(3, 8, 1), (8, 16, 2)]):
+        wq, sw, wf = qconst("conv%d.weight" % (i + 1), b.normal((c_out, c_in, 3, 3),
+                                                                 math.sqrt(2.0 / (c_in * 9))))
+        bias = b.normal((c_out,), 0.1)
+        bq = np.round(bias / (s_in * sw)).astype(np.int32)
+        w = dq(wq, sw, 0, np.int8, "conv%d.weight" % (i + 1))
+        bd = dq(b.init("conv%d.bias_quantized" % (i + 1), bq), np.float32(s_in * sw), 0, np.int32,
+                "conv%d.bias" % (i + 1))
+        y = b.op("Conv", [x, w, bd], "conv%d" % (i + 1), kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                 strides=[stride, stride])
+        y = b.op("Relu", [y], "relu%d" % (i + 1))
+        act = np.maximum(_conv2d(act, wf, bq.astype(np.float32) * s_in * sw, stride, 1), 0)
+        x, s_in = qdq(y, 0.0, float(act.max()), "relu%d" % (i + 1))
+    act = act.mean(axis=(2, 3))
+    x = b.op("GlobalAveragePool", [x], "pool")
+    x, s_in = qdq(x, 0.0, float(act.max()), "pool")
+    x = b.op("Flatten", [x], "flatten", axis=1)
+    wq, sw, wf = qconst("fc.weight", b.normal((10, 16), math.sqrt(1.0 / 16)))
+    bq = np.round(b.normal((10,), 0.1) / (s_in * sw)).astype(np.int32)
+    logits = act @ wf.T + bq.astype(np.float32) * s_in * sw
+    x = b.op("Gemm", [x, dq(wq, sw, 0, np.int8, "fc.weight"),
+                      dq(b.init("fc.bias_quantized", bq), np.float32(s_in * sw), 0, np.int32,
+                         "fc.bias")], "fc", transB=1)
+    scale, zp = _qparams(float(logits.min()), float(logits.max()))
+    b.nodes.append(helper.make_node(
+        "QuantizeLinear", [x, b.init("output_scale", np.array(scale, np.float32)),
+                           b.init("output_zero_point", np.array(zp, np.int8))],
+        ["output"], name="output_quantize"))
+    return b.model(
+        "qdq_cnn",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, QDQ_SIZE, QDQ_SIZE])],
+        [helper.make_tensor_value_info("output", TensorProto.INT8, ["batch", 10])])
+
+
 BUILDERS: Dict[str, Callable[[int], onnx.ModelProto]] = {
     "mlp": build_mlp,
     "resnet18": build_resnet18,
     "bert_encoder": build_bert_encoder,
+    "qdq_cnn": build_qdq_cnn,
 }
 
 
@@ -277,6 +362,8 @@ def make_inputs(name: str, batch: int = 1, seed: int = 0) -> Dict[str, np.ndarra
         for row in range(batch):  # pad the tail of each row, a different length per row
             mask[row, BERT_SEQ - 16 * (row % 4 + 1):] = 0
         return {"input_ids": ids, "attention_mask": mask}
+    if name == "qdq_cnn":
+        return {"input": rng.standard_normal((batch, 3, QDQ_SIZE, QDQ_SIZE)).astype(np.float32)}
     raise KeyError("unknown model %r; expected one of %s" % (name, sorted(BUILDERS)))
 
 

@@ -26,13 +26,36 @@ def _parse_providers(text: Optional[str]) -> Optional[List[str]]:
     return [p.strip() for p in text.split(",") if p.strip()] if text else None
 
 
-def _parse_dims(items: Sequence[str]) -> Dict[str, int]:
+def _bridge_providers(names: Optional[List[str]], dims: Dict[str, int]) -> Optional[List[Any]]:
+    """Providers for a partition report. A bridge provider (one with a reference `interpret`:
+    CoreML, NNAPI) gets `dims` (it needs static shapes) and, when it is not available on this
+    machine, its reference mode, so the report still shows what it would claim on the device."""
+    if not names:
+        return names
+    from .providers import discovery
+    classes = discovery.provider_classes()
+    out: List[Any] = []
+    for name in names:
+        cls = classes.get(name)
+        if cls is None or not callable(getattr(cls, "interpret", None)):
+            out.append(name)
+            continue
+        opts: Dict[str, Any] = {"dims": dict(dims)} if dims else {}
+        if not cls.is_available():
+            opts["reference"] = True
+        out.append((name, opts) if opts else name)
+    return out
+
+
+def parse_dims(items: Sequence[str]) -> Dict[str, int]:
+    """{name: size} from repeated `--dim NAME=INT` arguments (the CLI's and plug-ins')."""
     dims = {}
     for item in items or ():
         name, sep, value = item.partition("=")
-        if not sep or not value.lstrip("-").isdigit():
-            raise InvalidArgument("--dim %r: expected NAME=INT, e.g. --dim batch=4" % item)
-        dims[name] = int(value)
+        if not sep or not name.strip() or not value.strip().isdigit():
+            raise InvalidArgument("--dim %r: expected NAME=INT with INT >= 0, e.g. --dim batch=4"
+                                  % item)
+        dims[name.strip()] = int(value)
     return dims
 
 
@@ -106,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts.graph_optimization_level = _LEVELS[args.optimize]
     sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
     feeds = _load_inputs(args.input)
-    dims = _parse_dims(args.dim)
+    dims = parse_dims(args.dim)
     rng = np.random.RandomState(args.seed)
     for arg in sess.get_inputs():
         if arg.name not in feeds:
@@ -139,7 +162,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from .session import InferenceSession, SessionOptions
     opts = SessionOptions()
     opts.graph_optimization_level = _LEVELS[args.optimize]
-    sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
+    sess = InferenceSession(args.model, opts, providers=_bridge_providers(
+        _parse_providers(args.providers), parse_dims(args.dim)))
     model: ir.Model = sess.model
     meta = sess.get_modelmeta()
     print("model: %s" % args.model)
@@ -239,6 +263,17 @@ def _plugin_commands() -> list:
     return _entry_points(COMMAND_GROUP)
 
 
+def add_package_target(sub: Any, target: str, help_text: str) -> argparse.ArgumentParser:
+    """The parser of `onnxedge package TARGET`: plug-ins (rpi, mobile, ...) share one `package`
+    command, made by whichever registers first."""
+    pkg = sub.choices.get("package")
+    if pkg is None:
+        pkg = sub.add_parser("package", help="make a deployment bundle (targets: rpi, mobile, ...)")
+        pkg.set_defaults(func=lambda args: pkg.print_help() or 2)
+        pkg._onnxedge_targets = pkg.add_subparsers(dest="target", metavar="TARGET")
+    return pkg._onnxedge_targets.add_parser(target, help=help_text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, with plug-in subcommands added."""
     parser = argparse.ArgumentParser(prog="onnxedge", description=__doc__.splitlines()[0])
@@ -263,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="path to a .onnx or .oxe model")
     p.add_argument("--providers", help="comma-separated execution providers, in priority order")
     p.add_argument("--verbose", "-v", action="store_true", help="list the provider of every node")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=INT",
+                   help="fix a symbolic dimension for the CoreML / NNAPI bridges, which need "
+                        "static shapes (repeatable), e.g. --dim batch=1")
     _add_optimize_option(p, "all")
     p.set_defaults(func=cmd_inspect)
 

@@ -241,7 +241,10 @@ class InferenceSession:
     def _create_providers(requested: List[Tuple[str, Dict[str, Any]]],
                           intra_op_num_threads: int = 0) -> List[ExecutionProvider]:
         """Providers in priority order, CPU last; a provider that declares the option
-        `intra_op_num_threads` gets the session's value unless its own options set it."""
+        `intra_op_num_threads` gets the session's value unless its own options set it.
+        A provider not available here is skipped, except when its options say
+        `{"reference": True}`: a bridge provider (CoreML, NNAPI) then runs its subgraphs through
+        its numpy reference interpreter, so it works off-device (tests, partition reports)."""
         classes = discovery.provider_classes()
         out: List[ExecutionProvider] = []
         for name, opts in requested:
@@ -250,7 +253,7 @@ class InferenceSession:
                                       % (name, sorted(classes)))
             if any(p.name == name for p in out):
                 continue
-            if not classes[name].is_available():
+            if not classes[name].is_available() and not opts.get("reference"):
                 log.warning("%s is not available on this machine; falling back to the others", name)
                 continue
             if intra_op_num_threads > 0 and "intra_op_num_threads" in getattr(

@@ -170,6 +170,50 @@ def _indexing(node: ir.Node, op: str, ins: List[Optional[Info]], graph: ir.Graph
     return None
 
 
+def _window(node: ir.Node, op: str, ins: List[Optional[Info]]) -> Optional[Info]:
+    """Conv and pooling outputs from the input's and kernel's static sizes (None if unknown)."""
+    x = ins[0] if ins else None
+    if op not in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool") \
+            or x is None or x.shape is None or len(x.shape) < 3:
+        return None
+    if op.startswith("Global"):
+        return Info(x.elem_type, list(x.shape[:2]) + [1] * (len(x.shape) - 2))
+    a = node.attributes
+    channels = x.shape[1]
+    kernel = a.get("kernel_shape")
+    if op == "Conv":
+        w = ins[1] if len(ins) > 1 else None
+        if w is None or w.shape is None or len(w.shape) != len(x.shape):
+            return None
+        channels, kernel = w.shape[0], kernel or w.shape[2:]
+    spatial = x.shape[2:]
+    n = len(spatial)
+    if kernel is None or len(kernel) != n:
+        return None
+    strides = list(a.get("strides") or [1] * n)
+    dil = list(a.get("dilations") or [1] * n)
+    pads = list(a.get("pads") or [0] * (2 * n))
+    auto_pad = a.get("auto_pad", "NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+    ceil_mode = int(a.get("ceil_mode", 0))
+    out: List[Any] = []
+    for i, d in enumerate(spatial):
+        k = kernel[i]
+        if not isinstance(d, int) or not isinstance(k, int):
+            out.append(None)
+            continue
+        span = int(dil[i]) * (k - 1) + 1
+        s = int(strides[i])
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            out.append(-(-d // s))
+        elif auto_pad == "VALID":
+            out.append((d - span) // s + 1)
+        else:
+            total = d + int(pads[i]) + int(pads[i + n]) - span
+            out.append((-(-total // s) if ceil_mode else total // s) + 1)
+    return Info(x.elem_type, [x.shape[0], channels] + out)
+
+
 def _infer_node(node: ir.Node, ins: List[Optional[Info]], graph: ir.Graph,
                 opset: int) -> List[Optional[Info]]:
     out = _infer_known(node, ins, graph, opset)
@@ -197,6 +241,18 @@ def _infer_known(node: ir.Node, ins: List[Optional[Info]], graph: ir.Graph,
     indexed = _indexing(node, op, ins, graph)
     if indexed is not None:
         return [indexed]
+    if op in ("QuantizeLinear", "DequantizeLinear") and x is not None:
+        zp = ins[2] if len(ins) > 2 else None
+        scale = ins[1] if len(ins) > 1 else None
+        if op == "DequantizeLinear":
+            elem = scale.elem_type if scale is not None and scale.elem_type else dtypes.FLOAT
+        else:
+            elem = int(node.attributes.get("output_dtype", 0)) or (
+                zp.elem_type if zp is not None and zp.elem_type else dtypes.UINT8)
+        return [Info(elem, x.shape)]
+    windowed = _window(node, op, ins)
+    if windowed is not None:
+        return [windowed]
     if op in _SAME_TYPE and x is not None:   # rank kept, sizes not worked out
         return [Info(x.elem_type, None if x.shape is None else [None] * len(x.shape))]
     if op in _UNARY and x is not None:

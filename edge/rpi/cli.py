@@ -24,15 +24,10 @@ def cmd_package_rpi(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    """Add `package rpi` to the CLI (sharing a `package` command other targets may add too)."""
-    pkg = sub.choices.get("package")
-    if pkg is None:
-        pkg = sub.add_parser("package", help="make a deployment bundle (targets: rpi, ...)")
-        pkg.set_defaults(func=lambda args: pkg.print_help() or 2)
-        pkg._onnxedge_targets = pkg.add_subparsers(dest="target", metavar="TARGET")
-    p = pkg._onnxedge_targets.add_parser(
-        "rpi", help="Raspberry Pi bundle: reduced aarch64 wheel + NEON, .oxe models, install.sh, "
-                    "systemd unit, tarball")
+    """Add `package rpi` to the CLI (sharing a `package` command other targets add too)."""
+    from onnxedge.cli import add_package_target
+    p = add_package_target(sub, "rpi", "Raspberry Pi bundle: reduced aarch64 wheel + NEON, .oxe "
+                                       "models, install.sh, systemd unit, tarball")
     p.add_argument("models", nargs="+", metavar="MODEL", help=".onnx or .oxe models to bundle")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="bundle folder to write "
                    "(replaced); OUT.tar.gz is written beside it")

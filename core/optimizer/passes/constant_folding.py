@@ -14,6 +14,9 @@ from ..context import PassContext
 # Ops whose result is random or depends on more than their inputs.
 NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                     "Multinomial", "Bernoulli", "Dropout"}
+# Kept as in onnxruntime: a weight's DequantizeLinear stays so that QDQ groups reach the
+# providers (NNAPI, CoreML) with their int8 weights and scales.
+KEEP = {"DequantizeLinear"}
 MAX_BYTES = 16 << 20   # a folded result larger than this must not outgrow what it replaces
 
 
@@ -58,7 +61,8 @@ def run(ctx: PassContext) -> bool:
     """Fold every foldable node; True when one was folded."""
     changed = False
     for node in list(ctx.graph.nodes):
-        if node.op_type in NONDETERMINISTIC or any(o in ctx.outputs for o in node.outputs):
+        if node.op_type in NONDETERMINISTIC or (node.op_type in KEEP and not node.domain) \
+                or any(o in ctx.outputs for o in node.outputs):
             continue
         if node.op_type != "Constant" or node.domain:
             present = [n for n in node.inputs if n]

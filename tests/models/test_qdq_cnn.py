@@ -1,0 +1,74 @@
+"""benchmarks' qdq_cnn (int8 QDQ CNN): onnxedge's CPU provider against onnxruntime.
+
+With onnxruntime's optimizer off, both run the same float emulation of the QDQ graph
+(dequantize, float Conv/Gemm, quantize with round-half-to-even), so the int8 outputs must be
+equal. With it on, onnxruntime fuses the QDQ groups into integer QLinearConv / QGemm kernels whose
+fixed-point requantization may round a value the other way: within 1 LSB.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+ort = pytest.importorskip("onnxruntime")
+from benchmarks import models as bm  # noqa: E402
+
+from onnxedge import InferenceSession, model_io  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def qdq_path(tmp_path_factory) -> str:
+    return bm.build_all(str(tmp_path_factory.mktemp("qdq")), ["qdq_cnn"])["qdq_cnn"]
+
+
+def _ort(path: str, optimized: bool) -> "ort.InferenceSession":
+    so = ort.SessionOptions()
+    if not optimized:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def test_structure_is_qdq_int8(qdq_path):
+    m = model_io.load(qdq_path)
+    ops = [n.op_type for n in m.graph.nodes]
+    assert ops.count("QuantizeLinear") == 5 and ops.count("DequantizeLinear") == 10
+    weights = [v for k, v in m.graph.initializers.items() if k.endswith("weight_quantized")]
+    assert len(weights) == 3 and all(w.dtype == np.int8 for w in weights)
+    assert m.graph.outputs[0].type.elem_type == 3   # int8
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_matches_onnxruntime_exactly_unoptimized(qdq_path, batch):
+    feeds = bm.make_inputs("qdq_cnn", batch=batch, seed=batch)
+    want = _ort(qdq_path, optimized=False).run(None, feeds)[0]
+    got = InferenceSession(qdq_path).run(None, feeds)[0]
+    assert got.dtype == np.int8 and got.shape == (batch, 10)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 5   # not saturated to a constant
+
+
+def test_within_one_lsb_of_onnxruntime_integer_kernels(qdq_path):
+    feeds = bm.make_inputs("qdq_cnn", batch=8, seed=3)
+    want = _ort(qdq_path, optimized=True).run(None, feeds)[0]
+    got = InferenceSession(qdq_path).run(None, feeds)[0]
+    assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+
+
+def test_weight_dequantize_survives_optimization(qdq_path, tmp_path):
+    """Constant folding keeps weight DequantizeLinear (as onnxruntime does), also through .oxe."""
+    out = str(tmp_path / "q.oxe")
+    from onnxedge import optimizer
+    model_io.save(optimizer.optimize(model_io.load(qdq_path), "all"), out)
+    m = model_io.load(out)
+    dq_inputs = {n.inputs[0] for n in m.graph.nodes if n.op_type == "DequantizeLinear"}
+    assert {"conv1.weight_quantized", "conv2.weight_quantized", "fc.weight_quantized"} <= dq_inputs
+    feeds = bm.make_inputs("qdq_cnn", batch=2)
+    np.testing.assert_array_equal(InferenceSession(out).run(None, feeds)[0],
+                                  _ort(qdq_path, optimized=False).run(None, feeds)[0])
