@@ -1,0 +1,2 @@
+"""The CoreML bridge: CoreMLExecutionProvider, its claims, MIL translator, numpy interpreter."""
+from __future__ import annotations
