@@ -152,6 +152,10 @@ web-serve:  ## serve build/web-demo/ on localhost (WEB_PORT, default 8000)
 demo-rpi: setup  ## the Raspberry Pi bundle of the demo MLP (build/rpi/), installed and queried under qemu
 	$(PY) demo/raspberry_pi/make_bundle.py --out build/rpi/mlp-pi --try-qemu
 
+.PHONY: demo-mobile
+demo-mobile: setup  ## slim iOS (Core ML) and Android (NNAPI) packages of the demo models in build/mobile/, checked in the reference interpreters
+	$(PY) demo/mobile/make_package.py --out build/mobile
+
 bench: setup  ## benchmarks vs onnxruntime (and onnxruntime-web in Chromium): JSON + PNG in benchmarks/results/
 	$(PY) benchmarks/run.py
 
