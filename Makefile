@@ -85,7 +85,7 @@ $(STAMP)/wheels-web: $(STAMP)/venv
 test-browser: setup  ## the in-page tests: Pyodide 0.17.1 in headless Chromium (CPU and WebGPU)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/browser
 
-# --- ARM NEON kernels: aarch64 cross gcc, qemu-user, clang-14 (wasm check), aarch64 CPython sysroot --
+# --- ARM NEON kernels: aarch64 cross gcc, qemu-user, clang-14 + lld-14 (wasm modules), aarch64 CPython sysroot --
 setup-neon: $(STAMP)/arm-sysroot $(STAMP)/neon-kernels  ## aarch64 toolchain + qemu, the ARM python sysroot (.arm/), the C kernels
 
 $(STAMP)/apt-neon:
@@ -106,7 +106,7 @@ $(STAMP)/neon-kernels: $(STAMP)/apt-neon $(STAMP)/apt-valgrind $(STAMP)/venv $(w
 	$(PY) edge/kernels/build.py
 	@touch $@
 
-neon-kernels: $(STAMP)/apt-neon $(STAMP)/apt-valgrind  ## rebuild the C kernel libraries (host + aarch64) into edge/neon/lib/, and the instruction counters
+neon-kernels: $(STAMP)/apt-neon $(STAMP)/apt-valgrind  ## rebuild the C kernel libraries (host + aarch64) into edge/neon/lib/, the wasm modules into web/wasm/lib/, and the instruction counters
 	$(PY) edge/kernels/build.py
 
 test: setup  ## run every test: Python 3.11 (all) and Python 3.8 + numpy 1.17 (core + conformance)

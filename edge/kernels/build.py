@@ -6,7 +6,9 @@ Targets (default: all whose compiler is installed; `--targets` picks some):
   generic   plain C vector backend (OXK_FORCE_GENERIC) -> .../libonnxedge_kernels_generic.so
   aarch64   cross build, aarch64-linux-gnu-gcc -march=armv8-a -mtune=cortex-a72, with an
             armv8.2-a+dotprod int8 loop chosen at run time -> edge/neon/lib/aarch64/
-  wasm      compile check of the wasm32 simd128 backend (clang-14 -c; objects only)
+  wasm      the wasm32 simd128 modules for the page, no libc (wasm_rt.c is the shim), clang-14 +
+            wasm-ld-14 -> web/wasm/lib/oxk.wasm (one thread) and oxk-mt.wasm (shared memory,
+            Web Worker threads); see docs/WASM.md
   tools     instruction-counting helpers for benchmarks/neon.py, host .so files in
             edge/kernels/build/tools/: the qemu-user plugin (tools/qemu_insn_count.c) and the
             callgrind marker (tools/callgrind_mark.c, skipped when valgrind's headers are absent)
@@ -121,23 +123,44 @@ def build_aarch64(force: bool) -> str:
                  [["qgemm_dotprod.c", "-march=armv8.2-a+dotprod", "-mtune=cortex-a76"]])
 
 
-def check_wasm(force: bool) -> str:
-    """Compile every source for wasm32 + simd128 (no libc: a compile check, objects only)."""
-    cc = "clang-14"
-    objdir = os.path.join(BUILD, "wasm32")
-    stamp = os.path.join(objdir, "ok")
-    if not force and not _stale(stamp, []):
-        print("[build] up to date: wasm32 simd128 compile check")
-        return stamp
-    print("[build] wasm32 simd128 compile check (%s)" % cc)
+WASM_LIB = os.path.join(os.path.dirname(os.path.dirname(HERE)), "web", "wasm", "lib")
+WASM_CFLAGS = ["--target=wasm32", "-msimd128", "-mbulk-memory", "-nostdlib", "-O3", "-std=c99",
+               "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
+WASM_STACK = 1 << 20
+WASM_MT_INITIAL = 256 * 65536          # oxk.js creates the shared memory with these limits
+WASM_MAXIMUM = 32768 * 65536           # 2 GiB: the kernels' int offsets stay in range
+
+
+def _link_wasm(out: str, objdir: str, cflags: List[str], ldflags: List[str], force: bool) -> str:
+    """Compile SOURCES + wasm_rt.c with `cflags` and link one standalone module (no libc, no
+    entry point, exporting the OXK_API functions)."""
+    if not force and not _stale(out, [os.path.join(HERE, "wasm_rt.c")]):
+        print("[build] up to date: %s" % os.path.relpath(out))
+        return out
     os.makedirs(objdir, exist_ok=True)
-    flags = ["--target=wasm32", "-msimd128", "-nostdlib", "-O3", "-std=c99", "-Wall", "-Werror",
-             "-Wno-unused-parameter"]
-    for src in SOURCES:
-        _run([cc] + flags + ["-c", os.path.join(HERE, src), "-o", os.path.join(objdir, src[:-2] + ".o")])
-    with open(stamp, "w") as f:
-        f.write("ok\n")
-    return stamp
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    objs = []
+    for src in SOURCES + ["wasm_rt.c"]:
+        obj = os.path.join(objdir, src[:-2] + ".o")
+        _run(["clang-14"] + WASM_CFLAGS + cflags + ["-c", os.path.join(HERE, src), "-o", obj])
+        objs.append(obj)
+    _run(["wasm-ld-14", "--no-entry", "--export-dynamic", "--stack-first",
+          "-z", "stack-size=%d" % WASM_STACK] + ldflags + objs + ["-o", out])
+    print("[build] wrote %s (%d bytes)" % (os.path.relpath(out), os.path.getsize(out)))
+    return out
+
+
+def build_wasm(force: bool) -> str:
+    """The wasm32 simd128 modules for the page (web/wasm/lib/): oxk.wasm (one thread, its own
+    growable memory) and oxk-mt.wasm (atomics; imports a shared memory; one instance per Web Worker,
+    each on its own stack through the exported __stack_pointer)."""
+    print("[build] wasm32 simd128 modules (clang-14, wasm-ld-14)")
+    _link_wasm(os.path.join(WASM_LIB, "oxk.wasm"), os.path.join(BUILD, "wasm32"), [],
+               ["--max-memory=%d" % WASM_MAXIMUM], force)
+    return _link_wasm(os.path.join(WASM_LIB, "oxk-mt.wasm"), os.path.join(BUILD, "wasm32-mt"),
+                      ["-matomics", "-mmutable-globals"],
+                      ["--import-memory", "--shared-memory", "--initial-memory=%d" % WASM_MT_INITIAL,
+                       "--max-memory=%d" % WASM_MAXIMUM, "--export=__stack_pointer"], force)
 
 
 def _tool(src: str, out: str, force: bool) -> str:
@@ -166,7 +189,7 @@ def build_tools(force: bool) -> str:
 
 
 TARGETS = {"host": (build_host, "gcc"), "generic": (build_generic, "gcc"),
-           "aarch64": (build_aarch64, "aarch64-linux-gnu-gcc"), "wasm": (check_wasm, "clang-14"),
+           "aarch64": (build_aarch64, "aarch64-linux-gnu-gcc"), "wasm": (build_wasm, "wasm-ld-14"),
            "tools": (build_tools, "gcc")}
 
 

@@ -8,6 +8,9 @@
 
 #if defined(__wasm__) && !defined(__wasi__) && !defined(__EMSCRIPTEN__)
 #  define OXK_NO_THREADS 1
+#  if defined(__wasm_atomics__)
+#    define OXK_WASM_THREADS 1   /* shared memory: threadpool.c's pool of Web Worker instances */
+#  endif
 void* malloc(size_t n);
 void free(void* p);
 void* memset(void* p, int c, size_t n);

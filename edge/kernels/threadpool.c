@@ -1,8 +1,9 @@
 /* threadpool.c - a tiny persistent pthread pool: oxk_parallel_for(n, fn, ctx) runs fn(ctx, i)
  * for i in [0, n) on up to oxk_get_num_threads() threads (the caller is one of them).
  * One job at a time: a caller that finds the pool busy (another thread's job) runs its
- * loop itself, so concurrent callers never wait on each other. Builds without pthreads
- * (OXK_NO_THREADS, e.g. wasm32) run every loop on the caller. */
+ * loop itself, so concurrent callers never wait on each other. wasm32 with shared memory
+ * (OXK_WASM_THREADS) has its own pool of Web Worker instances; other builds without pthreads
+ * (OXK_NO_THREADS) run every loop on the caller. */
 #include "oxk.h"
 
 #if !defined(OXK_NO_THREADS)
@@ -100,6 +101,86 @@ void oxk_parallel_for(int n, oxk_task_fn fn, void* ctx) {
     }
     pthread_mutex_unlock(&g_lock);
     pthread_mutex_unlock(&g_submit);
+}
+
+#elif defined(OXK_WASM_THREADS)
+/* wasm32 with shared memory: every worker is a Web Worker running its own instance of the module
+ * on the same memory (and its own stack), parked in oxk_worker_loop. A job is published in memory:
+ * the caller sets the task counter to 0, bumps g_gen and notifies; the workers and the caller take
+ * task indices from the counter. Only workers that joined (g_active) are waited for: a worker
+ * that wakes late (a busy machine) finds no task left, so the caller never waits on a sleeping
+ * worker. After the last task is taken the caller parks the counter at NO_TASKS, so a late worker
+ * of this job takes nothing, or (once the next job reset it) a task of the next job, which waits for
+ * it through g_active. The caller spins (a page's main thread may not block in memory.atomic.wait);
+ * workers spin a little before they sleep, so the back-to-back loops of one kernel (pad, im2col,
+ * GEMM) do not each pay a wake-up. */
+#define OXK_MAX_THREADS 64
+#define SPIN_BEFORE_SLEEP 20000
+#define NO_TASKS (1 << 30)
+
+typedef _Atomic int aint;
+static aint g_gen, g_next = NO_TASKS, g_active, g_busy, g_started, g_worker_tasks;
+static int g_nthreads = 1;
+static oxk_task_fn g_fn;
+static void* g_ctx;
+static int g_n;
+
+static int ld(aint* p) { return __c11_atomic_load(p, __ATOMIC_SEQ_CST); }
+
+static int run_tasks(void) {
+    int i, done = 0;
+    while ((i = __c11_atomic_fetch_add(&g_next, 1, __ATOMIC_SEQ_CST)) < g_n) { g_fn(g_ctx, i); done++; }
+    return done;
+}
+
+/* The body of worker `index` (0-based; the caller is not a worker): never returns. */
+OXK_API void oxk_worker_loop(int index) {
+    int seen = ld(&g_gen);
+    __c11_atomic_fetch_add(&g_started, 1, __ATOMIC_SEQ_CST);
+    for (;;) {
+        int spin = 0;
+        while (ld(&g_gen) == seen) {
+            if (++spin > SPIN_BEFORE_SLEEP)
+                __builtin_wasm_memory_atomic_wait32((int*)&g_gen, seen, -1);
+        }
+        seen = ld(&g_gen);
+        if (index >= g_nthreads - 1) continue;   /* the pool was shrunk below this worker */
+        __c11_atomic_fetch_add(&g_active, 1, __ATOMIC_SEQ_CST);
+        __c11_atomic_fetch_add(&g_worker_tasks, run_tasks(), __ATOMIC_SEQ_CST);
+        __c11_atomic_fetch_sub(&g_active, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
+/* Workers that have entered oxk_worker_loop, and the tasks they have run so far (for tests). */
+OXK_API int oxk_workers_started(void) { return ld(&g_started); }
+OXK_API int oxk_worker_tasks(void) { return ld(&g_worker_tasks); }
+
+int oxk_set_num_threads(int n) {
+    int started = ld(&g_started);
+    if (n <= 0 || n > started + 1) n = started + 1;
+    if (n > OXK_MAX_THREADS) n = OXK_MAX_THREADS;
+    g_nthreads = n;
+    return n;
+}
+
+int oxk_get_num_threads(void) { return g_nthreads; }
+
+void oxk_parallel_for(int n, oxk_task_fn fn, void* ctx) {
+    int i, workers = g_nthreads - 1;
+    if (n <= 0) return;
+    if (n == 1 || workers <= 0 || __c11_atomic_exchange(&g_busy, 1, __ATOMIC_ACQUIRE)) {
+        for (i = 0; i < n; i++) fn(ctx, i);   /* serial, or nested inside a task */
+        return;
+    }
+    g_fn = fn; g_ctx = ctx; g_n = n;
+    __c11_atomic_store(&g_next, 0, __ATOMIC_SEQ_CST);
+    __c11_atomic_fetch_add(&g_gen, 1, __ATOMIC_SEQ_CST);
+    __builtin_wasm_memory_atomic_notify((int*)&g_gen, (unsigned)workers);
+    run_tasks();
+    __c11_atomic_store(&g_next, NO_TASKS, __ATOMIC_SEQ_CST);
+    while (ld(&g_active) > 0) {
+    }
+    __c11_atomic_store(&g_busy, 0, __ATOMIC_RELEASE);
 }
 
 #else  /* OXK_NO_THREADS */

@@ -1,0 +1,286 @@
+/* oxk.js - onnxedge's wasm SIMD kernel library in the page: loads oxk.wasm (one thread, its own
+ * memory) or oxk-mt.wasm (shared memory, one instance per Web Worker), and calls its kernels.
+ *
+ * A classic script: it defines globalThis.onnxedgeWasm (Python in Pyodide reaches it as
+ * `js.onnxedgeWasm`), a Runtime ready after
+ *     await onnxedgeWasm.init({baseURL: "wasm/", threads: 0});
+ * threads 0 = auto: navigator.hardwareConcurrency when the page is cross-origin isolated (COOP/COEP,
+ * so SharedArrayBuffer exists), else 1; a console line says which. Pointers are byte offsets into
+ * `memory` (a WebAssembly.Memory that grows: make typed-array views after each allocation, or use
+ * f32()/u8()). Plans are C structs (oxk.h's oxk_sgemm_plan, oxk_conv_plan, oxk_pool_plan) written
+ * into memory by sgemmPlan()/convPlan()/poolPlan(). Run functions return the C status (0, or
+ * OXK_EARG = -1 / OXK_ENOMEM = -2); when threads > 1 the C thread pool splits each kernel across
+ * the workers (blocks of C for GEMM, panels/planes for conv and pools) with results bitwise equal
+ * to one thread. See docs/WASM.md.
+ */
+(function (global) {
+  "use strict";
+
+  const PAGE = 65536;
+  const MT_INITIAL_PAGES = 256;      // 16 MiB; oxk-mt.wasm is linked with --initial-memory to match
+  const MT_MAXIMUM_PAGES = 32768;    // 2 GiB; oxk-mt.wasm's --max-memory
+  const WORKER_STACK = 1 << 20;      // bytes of stack per worker (the main instance has 1 MiB too)
+  const MAX_AUTO_THREADS = 16;
+
+  // sizes and field offsets (bytes) of the plan structs on wasm32 (ints, floats, pointers: 4 bytes)
+  const SGEMM_FIELDS = ["transA", "transB", "N", "K", "alpha", "beta", "packA", "packB", "bias",
+                        "biasKind", "act", "p0", "p1"];
+  const SGEMM_FLOATS = new Set(["alpha", "beta", "p0", "p1"]);
+  const CONV_FIELDS = ["C", "H", "W", "Cout", "kh", "kw", "group", "sh", "sw", "dh", "dw", "pt", "pl",
+                       "pb", "pr", "OH", "OW", "act", "path", "p0", "p1", "weight", "packW", "bias"];
+  const CONV_FLOATS = new Set(["p0", "p1"]);
+  const POOL_FIELDS = ["H", "W", "kind", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "pb", "pr",
+                       "countIncludePad", "OH", "OW"];
+  const DEFAULTS = {transA: 0, transB: 0, alpha: 1, beta: 0, packA: 0, packB: 0, bias: 0, biasKind: 0,
+                    act: 0, p0: 0, p1: 0, group: 1, sh: 1, sw: 1, dh: 1, dw: 1, pt: 0, pl: 0, pb: 0,
+                    pr: 0, path: 0, packW: 0, countIncludePad: 0};
+
+  // The body of a worker (runs from a Blob URL, so it shares the page's origin and COEP).
+  function workerMain() {
+    self.onmessage = (e) => {
+      const {module, memory, stackTop, index} = e.data;
+      WebAssembly.instantiate(module, {env: {memory}}).then((instance) => {
+        instance.exports.__stack_pointer.value = stackTop;
+        self.postMessage({ready: index});
+        instance.exports.oxk_worker_loop(index);   // never returns
+      }, (err) => self.postMessage({error: String(err)}));
+    };
+  }
+
+  // The fields of a plan description as a plain object: a JS object, a Map, or a Python dict
+  // passed from Pyodide (a PyProxy with get()).
+  function plain(p, fields) {
+    const out = {};
+    const get = p && typeof p.get === "function" ? (k) => p.get(k) : (k) => (p ? p[k] : undefined);
+    for (const k of fields) {
+      const v = get(k);
+      if (v !== undefined && v !== null) out[k] = v;
+    }
+    return out;
+  }
+
+  function outSize(size, k, s, d, p0, p1) {
+    return Math.floor((size + p0 + p1 - d * (k - 1) - 1) / s) + 1;
+  }
+
+  async function compile(url) {
+    const resp = await fetch(url);
+    if (!resp.ok) throw new Error("onnxedge wasm: fetching " + url + " failed: HTTP " + resp.status);
+    if (WebAssembly.compileStreaming && (resp.headers.get("Content-Type") || "").startsWith("application/wasm"))
+      return WebAssembly.compileStreaming(resp);
+    return WebAssembly.compile(await resp.arrayBuffer());
+  }
+
+  class Runtime {
+    constructor() {
+      /** Threads the kernels run on (0 until init is done). */
+      this.threads = 0;
+      /** The module's WebAssembly.Memory (shared when threads > 1). */
+      this.memory = null;
+      /** The instance's raw exports (oxk.h's functions, oxk_malloc, oxk_free). */
+      this.exports = null;
+      /** Why the runtime runs on this many threads (the console line). */
+      this.note = "";
+      this.workers = [];
+      this._init = null;
+    }
+
+    /** Load the module: {baseURL: folder of oxk.wasm/oxk-mt.wasm ("" = the page's), threads: 0 auto}.
+     * Resolves to this runtime; a second call returns the first call's promise (a failed one may be
+     * retried). */
+    init(opts) {
+      if (!this._init) {
+        this._init = this._load(opts || {}).catch((err) => {
+          this._init = null;   // a failed init (e.g. a wrong baseURL) may be retried
+          throw err;
+        });
+      }
+      return this._init;
+    }
+
+    async _load(opts) {
+      let base = opts.baseURL === undefined ? "" : String(opts.baseURL);
+      if (base && !base.endsWith("/")) base += "/";
+      const isolated = !!global.crossOriginIsolated && typeof SharedArrayBuffer !== "undefined";
+      const hc = (global.navigator && navigator.hardwareConcurrency) || 1;
+      let threads = opts.threads | 0;
+      if (threads <= 0) threads = isolated ? Math.min(hc, MAX_AUTO_THREADS) : 1;
+      if (threads > 1 && !isolated) {
+        threads = 1;
+        this.note = "1 thread (page not cross-origin isolated: serve with COOP/COEP for threads)";
+      } else if (threads > 1) {
+        this.note = threads + " threads (cross-origin isolated)";
+      } else {
+        this.note = "1 thread (" + (!isolated ? "page not cross-origin isolated: serve with COOP/COEP for threads"
+                    : (opts.threads | 0) > 0 ? "asked for one thread" : "the browser reports one CPU core") + ")";
+      }
+      if (threads > 1) {
+        try {
+          await this._loadThreaded(base, threads);
+        } catch (err) {   // e.g. a Content-Security-Policy that forbids blob: workers
+          this.workers.forEach((w) => w.terminate());
+          this.workers = [];
+          threads = 1;
+          this.note = "1 thread (starting the worker threads failed: " + err.message + ")";
+        }
+      }
+      if (threads === 1) {
+        const module = await compile(base + "oxk.wasm");
+        const instance = await WebAssembly.instantiate(module, {});
+        this.exports = instance.exports;
+        this.memory = instance.exports.memory;
+      }
+      this.threads = this.exports.oxk_set_num_threads(threads);
+      console.log("onnxedge wasm SIMD kernels: " + this.note);
+      return this;
+    }
+
+    async _loadThreaded(base, threads) {
+      const module = await compile(base + "oxk-mt.wasm");
+      const memory = new WebAssembly.Memory({initial: MT_INITIAL_PAGES, maximum: MT_MAXIMUM_PAGES, shared: true});
+      const instance = await WebAssembly.instantiate(module, {env: {memory}});
+      this.exports = instance.exports;
+      this.memory = memory;
+      await this._startWorkers(module, threads - 1);
+    }
+
+    async _startWorkers(module, count) {
+      const src = "(" + workerMain.toString() + ")()";
+      const url = URL.createObjectURL(new Blob([src], {type: "text/javascript"}));
+      const ready = [];
+      for (let i = 0; i < count; i++) {
+        const stack = this.alloc(WORKER_STACK);
+        const w = new Worker(url);
+        this.workers.push(w);
+        ready.push(new Promise((resolve, reject) => {
+          w.onmessage = (e) => e.data.error ? reject(new Error("onnxedge wasm worker " + i + ": " + e.data.error))
+                                            : resolve();
+          w.onerror = (e) => reject(new Error("onnxedge wasm worker " + i + ": " + e.message));
+        }));
+        w.postMessage({module, memory: this.memory, stackTop: (stack + WORKER_STACK) & ~15, index: i});
+      }
+      await Promise.all(ready);
+      URL.revokeObjectURL(url);
+      // "ready" is posted just before a worker enters oxk_worker_loop: wait until all are inside
+      for (let t = 0; this.exports.oxk_workers_started() < count; t++) {
+        if (t > 5000) throw new Error("onnxedge wasm: workers did not start");
+        await new Promise((r) => setTimeout(r, 1));
+      }
+    }
+
+    /** Change the thread count (1 .. the count init started); returns the count now in use. */
+    setThreads(n) { this.threads = this.exports.oxk_set_num_threads(n | 0); return this.threads; }
+
+    /** The vector backend compiled in ("wasm-simd128"). */
+    backend() {
+      const p = this.exports.oxk_backend();
+      const b = new Uint8Array(this.memory.buffer, p, 64);
+      let s = "";
+      for (let i = 0; b[i]; i++) s += String.fromCharCode(b[i]);
+      return s;
+    }
+
+    /** `bytes` of wasm memory (16-byte aligned; throws when memory cannot grow). */
+    alloc(bytes) {
+      const p = this.exports.oxk_malloc(Math.max(0, bytes) >>> 0);
+      if (!p) throw new Error("onnxedge wasm: out of memory allocating " + bytes + " bytes");
+      return p;
+    }
+
+    /** Give back a block from alloc (or a plan, or a packed matrix); 0 is ignored. */
+    free(ptr) { if (ptr) this.exports.oxk_free(ptr); }
+
+    /** A fresh Float32Array view of `n` floats at `ptr` (valid until memory grows). */
+    f32(ptr, n) { return new Float32Array(this.memory.buffer, ptr, n); }
+
+    /** A fresh Uint8Array view of `nbytes` at `ptr` (valid until memory grows). */
+    u8(ptr, nbytes) { return new Uint8Array(this.memory.buffer, ptr, nbytes); }
+
+    _struct(fields, floats, values) {
+      const ptr = this.alloc(fields.length * 4);
+      const dv = new DataView(this.memory.buffer, ptr, fields.length * 4);
+      fields.forEach((name, i) => {
+        let v = values[name];
+        if (v === undefined || v === null) v = DEFAULTS[name];
+        if (typeof v === "bigint") v = Number(v);
+        if (v === undefined) {
+          this.free(ptr);
+          throw new Error("onnxedge wasm: plan field '" + name + "' is required");
+        }
+        if (floats.has(name)) dv.setFloat32(i * 4, v, true);
+        else dv.setInt32(i * 4, v, true);
+      });
+      return ptr;
+    }
+
+    /** An oxk_sgemm_plan: {N, K, transA, transB, alpha, beta, packA, packB, bias, biasKind, act,
+     * p0, p1} (pointers as numbers; 0 = none; a JS object, a Map or a Python dict). Free it with
+     * free(). */
+    sgemmPlan(p) { return this._struct(SGEMM_FIELDS, SGEMM_FLOATS, plain(p, SGEMM_FIELDS)); }
+
+    /** An oxk_conv_plan: {C, H, W, Cout, kh, kw, weight, group, sh, sw, dh, dw, pt, pl, pb, pr, act,
+     * p0, p1, path, packW, bias, OH, OW} (OH/OW computed when left out). */
+    convPlan(p) {
+      const q = Object.assign({}, DEFAULTS, plain(p, CONV_FIELDS));
+      if (q.OH === undefined) q.OH = outSize(q.H, q.kh, q.sh, q.dh, q.pt, q.pb);
+      if (q.OW === undefined) q.OW = outSize(q.W, q.kw, q.sw, q.dw, q.pl, q.pr);
+      return this._struct(CONV_FIELDS, CONV_FLOATS, q);
+    }
+
+    /** An oxk_pool_plan: {H, W, kind (0 max, 1 average), kh, kw, sh, sw, dh, dw, pt, pl, pb, pr,
+     * countIncludePad, OH, OW} (OH/OW computed, floor mode, when left out). */
+    poolPlan(p) {
+      const q = Object.assign({}, DEFAULTS, plain(p, POOL_FIELDS));
+      if (q.OH === undefined) q.OH = outSize(q.H, q.kh, q.sh, q.dh, q.pt, q.pb);
+      if (q.OW === undefined) q.OW = outSize(q.W, q.kw, q.sw, q.dw, q.pl, q.pr);
+      return this._struct(POOL_FIELDS, new Set(), q);
+    }
+
+    _packed(bytes, fn) {
+      const ptr = this.alloc(bytes);
+      const rc = fn(ptr);
+      if (rc !== 0) {
+        this.free(ptr);
+        throw new Error("onnxedge wasm: packing failed with status " + rc);
+      }
+      return ptr;
+    }
+
+    /** B (K x N, or N x K when transB) packed into panels: a new block for sgemmPlan's packB. */
+    packB(transB, N, K, B, ldb) {
+      const bytes = this.exports.oxk_pack_b_size(N, K) * 4;
+      return this._packed(bytes, (p) => this.exports.oxk_pack_b(transB, N, K, B, ldb, p));
+    }
+
+    /** A (M x K, or K x M when transA) packed into panels: a new block for sgemmPlan's packA. */
+    packA(transA, M, K, A, lda) {
+      const bytes = this.exports.oxk_pack_a_size(M, K) * 4;
+      return this._packed(bytes, (p) => this.exports.oxk_pack_a(transA, M, K, A, lda, p));
+    }
+
+    /** Conv weights (Cout, Cin/group, kh, kw) packed: a new block for convPlan's packW. */
+    convPack(weight, Cout, CinG, kh, kw, group) {
+      const bytes = this.exports.oxk_conv_pack_size(Cout, CinG, kh, kw, group) * 4;
+      if (!bytes) throw new Error("onnxedge wasm: convPack: Cout " + Cout + " is not a multiple of group " + group);
+      return this._packed(bytes, (p) => this.exports.oxk_conv_pack(weight, Cout, CinG, kh, kw, group, p));
+    }
+
+    /** C (M x N) = op(A) @ op(B) + epilogue, with the plan's constants; A/B may be 0 when packed. */
+    sgemmRun(plan, M, A, B, C) { return this.exports.oxk_sgemm_run(plan, M, A, B, C); }
+
+    /** y (N, Cout, OH, OW) = conv(x (N, C, H, W)) with the plan's weights and epilogue. */
+    conv2dRun(plan, N, x, y) { return this.exports.oxk_conv2d_run(plan, N, x, y); }
+
+    /** y (NC, OH, OW) = the plan's pool over NC planes of x (NC, H, W). */
+    pool2dRun(plan, NC, x, y) { return this.exports.oxk_pool2d_run(plan, NC, x, y); }
+
+    /** y[NC] = max (kind 0) or mean (kind 1) of each of NC planes of HW values of x. */
+    globalPool(x, NC, HW, kind, y) { return this.exports.oxk_global_pool(x, NC, HW, kind, y); }
+  }
+
+  const runtime = new Runtime();
+  runtime.Runtime = Runtime;   // independent runtimes (tests compare one thread with several)
+  runtime.OXK_EARG = -1;
+  runtime.OXK_ENOMEM = -2;
+  global.onnxedgeWasm = runtime;
+})(globalThis);
