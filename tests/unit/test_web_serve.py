@@ -119,3 +119,14 @@ def test_cli_serve_refuses_a_folder_without_index(tmp_path):
 class _Origin:
     def __init__(self, port: int):
         self.origin = "http://127.0.0.1:%d" % port
+
+
+def test_server_without_isolation_leaves_coop_coep_out(tmp_path):
+    (tmp_path / "index.html").write_bytes(b"<html></html>")
+    server = PageServer({"/": str(tmp_path)}, isolated=False).start()
+    try:
+        status, headers, _ = _get(server, "/index.html")
+    finally:
+        server.stop()
+    assert status == 200
+    assert "cross-origin-opener-policy" not in headers and "cross-origin-embedder-policy" not in headers

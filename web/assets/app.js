@@ -111,7 +111,9 @@ async function openModel(source, entry) {
     showPartition();
     showTimings();
     $("run").disabled = false;
-    setState("ready", "ready: " + app.model + " (" + app.session.providers.join(", ") + ")");
+    const wasmNote = app.session.providers.includes("WasmSimdExecutionProvider") && onnxedge.env.wasm.note
+      ? "; wasm SIMD kernels: " + onnxedge.env.wasm.note : "";
+    setState("ready", "ready: " + app.model + " (" + app.session.providers.join(", ") + ")" + wasmNote);
   } catch (e) {
     showError(e);
   }

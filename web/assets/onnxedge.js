@@ -15,9 +15,11 @@ const TYPED = {
   int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array,
   int64: BigInt64Array, uint64: BigUint64Array, bool: Uint8Array, float16: Uint16Array,
 };
-// onnxruntime-web provider names -> onnxedge's (onnxedge's own names pass through)
-const PROVIDERS = { wasm: "CPUExecutionProvider", cpu: "CPUExecutionProvider",
-                    webgpu: "WebGpuExecutionProvider" };
+// onnxruntime-web provider names -> onnxedge's (onnxedge's own names pass through); 'wasm' is
+// the wasm SIMD kernels (then numpy for the rest) when the bundle has them, else numpy alone
+const WASM_EP = "WasmSimdExecutionProvider";
+const PROVIDERS = { wasm: [WASM_EP, "CPUExecutionProvider"], cpu: ["CPUExecutionProvider"],
+                    webgpu: ["WebGpuExecutionProvider"] };
 
 /** Settings: where Pyodide and the wheels are (null: from bundle.json), log level, timings. */
 export const env = {
@@ -30,6 +32,10 @@ export const env = {
   versions: null,
   pyodideInstance: null,
   manifest: null,
+  // the wasm SIMD kernels (web/wasm/oxk.js): numThreads as onnxruntime-web's (0: one per core when
+  // the page is cross-origin isolated, else 1); script/baseURL null: from bundle.json;
+  // after the first session that uses them: threads in use and the runtime's note
+  wasm: { numThreads: 0, script: null, baseURL: null, threads: null, note: null },
 };
 
 const now = () => performance.now();
@@ -69,12 +75,12 @@ const calls = new Map();
 let nextCall = 1;
 globalThis.onnxedgeCalls = calls;   // runtime.py reads each call's arguments from here
 
-function loadScript(url) {
+function loadScript(url, what = "Pyodide") {
   return new Promise((resolve, reject) => {
     const s = document.createElement("script");
     s.src = url;
     s.onload = resolve;
-    s.onerror = () => reject(new Error("cannot load Pyodide from " + url));
+    s.onerror = () => reject(new Error("cannot load " + what + " from " + url));
     document.head.appendChild(s);
   });
 }
@@ -99,6 +105,27 @@ async function resolveEnv() {
   env.pyodide.indexURL = env.pyodide.indexURL || new URL(m.pyodide.indexURL, env.bundleURL).href;
   if (env.pyodide.lock === null) env.pyodide.lock = !!m.pyodide.lock;
   env.wheels = env.wheels || m.wheels.map((w) => new URL(w, env.bundleURL).href);
+  if (m.wasm && !env.wasm.script) {
+    env.wasm.script = new URL(m.wasm.script, env.bundleURL).href;
+    env.wasm.baseURL = env.wasm.baseURL || new URL(m.wasm.baseURL, env.bundleURL).href;
+  }
+}
+
+let wasmPromise = null;
+
+/** Load web/wasm/oxk.js and initialize its kernels once (env.wasm.numThreads threads). */
+function ensureWasm() {
+  if (!wasmPromise) {
+    wasmPromise = (async () => {
+      if (!globalThis.onnxedgeWasm) await loadScript(env.wasm.script, "the wasm SIMD kernels");
+      const rt = await globalThis.onnxedgeWasm.init({ baseURL: env.wasm.baseURL, threads: env.wasm.numThreads });
+      env.wasm.threads = rt.threads;
+      env.wasm.note = rt.note;
+      return rt;
+    })();
+    wasmPromise.catch(() => { wasmPromise = null; });
+  }
+  return wasmPromise;
 }
 
 async function startPyodide() {
@@ -188,11 +215,14 @@ async function call(op, args, sync = false) {
 }
 
 function providerNames(list) {
-  return (list || ["wasm"]).map((p) => {
+  const names = [];
+  for (const p of list || ["wasm"]) {
     const name = typeof p === "string" ? p : p && p.name;
     if (typeof name !== "string") throw new TypeError("executionProviders: " + JSON.stringify(p) + " is not a provider name");
-    return PROVIDERS[name.toLowerCase()] || name;
-  });
+    const mapped = (PROVIDERS[name.toLowerCase()] || [name]).filter((n) => n !== WASM_EP || env.wasm.script);
+    for (const n of mapped) if (!names.includes(n)) names.push(n);
+  }
+  return names;
 }
 
 /** A model ready to run: `InferenceSession.create(urlOrBytes, options)`. */
@@ -213,7 +243,9 @@ export class InferenceSession {
 
   /** Open a model (.oxe or .onnx bytes; a URL, an ArrayBuffer or a Uint8Array). */
   static async create(model, options = {}) {
+    await ready();   // bundle.json says whether the wasm kernels are there
     const providers = providerNames(options.executionProviders);
+    if (providers.includes(WASM_EP)) await ensureWasm();
     let bytes;
     if (typeof model === "string" || model instanceof URL) {
       bytes = await fetchBytes(new URL(String(model), location.href).href, "model");
@@ -252,7 +284,8 @@ export class InferenceSession {
     return outputs;
   }
 
-  /** Which provider runs each node: [{node, opType, domain, provider}]. */
+  /** Which provider runs each node, and why the providers before it passed it over:
+   * [{node, opType, domain, provider, reasons: {provider: reason}}]. */
   partition() {
     return this._partition.map((r) => Object.assign({}, r));
   }

@@ -22,9 +22,9 @@ import js
 _SESSIONS = {}
 _NEXT = [1]
 _WEBGPU = {}
-# onnxruntime-web provider names -> onnxedge's
-_PROVIDER_NAMES = {"wasm": "CPUExecutionProvider", "cpu": "CPUExecutionProvider",
-                   "webgpu": "WebGpuExecutionProvider"}
+# onnxruntime-web provider names -> onnxedge's ('wasm': the wasm SIMD kernels when initialized)
+_PROVIDER_NAMES = {"wasm": ["WasmSimdExecutionProvider", "CPUExecutionProvider"],
+                   "cpu": ["CPUExecutionProvider"], "webgpu": ["WebGpuExecutionProvider"]}
 _LEVELS = {"disabled": 0, "disable": 0, "basic": 1, "extended": 2, "all": 99, "layout": 99}
 
 
@@ -70,8 +70,21 @@ def _providers(requested):
             from onnxedge.errors import InvalidArgument
             raise InvalidArgument("executionProviders entry %r: expected a name such as 'wasm', "
                                   "'webgpu' or an onnxedge provider name" % (p,))
-        out.append(_PROVIDER_NAMES.get(name.lower(), name))
+        for full in _PROVIDER_NAMES.get(name.lower(), [name]):
+            if full == "WasmSimdExecutionProvider" and full != name and not _wasm_ready():
+                continue
+            if full not in out:
+                out.append(full)
     return out or ["CPUExecutionProvider"]
+
+
+def _wasm_ready():
+    """True when the wheel has the wasm provider and the page initialized its kernels."""
+    try:
+        from onnxedge.web.wasm import bridge
+    except ImportError:
+        return False
+    return bridge.current() is not None
 
 
 async def _ensure_webgpu():
@@ -122,7 +135,8 @@ async def _create(args):
             "providers": sess.get_providers(), "sync": not sess.needs_run_async,
             "metadata": sess.get_modelmeta().custom_metadata_map,
             "partition": [{"node": r["node"], "opType": r["op_type"], "domain": r["domain"],
-                           "provider": r["provider"]} for r in sess.partition_report()],
+                           "provider": r["provider"], "reasons": r["fallback_reasons"]}
+                          for r in sess.partition_report()],
             "createMs": _now() - t0}
     return _obj(ok=True, info=_json(info))
 

@@ -1,0 +1,155 @@
+"""WasmSimdExecutionProvider's claims and reasons, natively (no browser, the JS module mocked):
+which nodes it takes, how consecutive ones group into steps, and the reason it gives for each
+node it leaves to the CPU. Runs under Python 3.8 + numpy 1.17 (the page's) and 3.11."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxedge
+from onnxedge import model_io
+from onnxedge.errors import InvalidArgument
+from onnxedge.providers.base import CompileContext
+from onnxedge.web.wasm import bridge, claims
+from onnxedge.web.wasm.provider import WasmSimdExecutionProvider
+
+F = TensorProto.FLOAT
+RNG = np.random.default_rng(0)
+
+
+def _w(name: str, *shape: int) -> onnx.TensorProto:
+    return numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), name)
+
+
+def _graph(nodes: List[onnx.NodeProto], inputs: Sequence, outputs: Sequence, inits: Sequence = ()):
+    g = helper.make_graph(nodes, "g", list(inputs), list(outputs), list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.onnxedge", 1)])
+    m.ir_version = 8
+    return model_io.load(m.SerializeToString()).graph
+
+
+def _vi(name: str, shape: Optional[Sequence] = None, elem: int = F) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+@pytest.fixture
+def ep() -> WasmSimdExecutionProvider:
+    return WasmSimdExecutionProvider({"kernels": bridge.Kernels()})
+
+
+def _claims(ep: WasmSimdExecutionProvider, graph) -> List[List[int]]:
+    return ep.get_capability(graph, CompileContext({"": 17}, {}))
+
+
+def _reasons(ep: WasmSimdExecutionProvider, graph) -> Dict[str, Optional[str]]:
+    _claims(ep, graph)
+    ctx = CompileContext({"": 17}, {})
+    return {n.name: ep.unsupported_reason(n, ctx) for n in graph.nodes}
+
+
+def test_claims_conv_pool_gemm_chain_as_one_step(ep):
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], "conv", pads=[1, 1, 1, 1]),
+             helper.make_node("FusedConv", ["c", "w2", "", "c"], ["f"], "fused", domain="com.onnxedge",
+                              activation="Relu", pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["f"], ["p"], "pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"], "gap"),
+             helper.make_node("Flatten", ["g"], ["flat"], "flatten"),
+             helper.make_node("FusedGemm", ["flat", "fw", "fb"], ["y1"], "gemm", domain="com.onnxedge",
+                              transB=1, activation="LeakyRelu", activation_params=[0.2]),
+             helper.make_node("MatMul", ["y1", "mw"], ["y"], "matmul")]
+    g = _graph(nodes, [_vi("x", [1, 4, 8, 8])], [_vi("y")],
+               [_w("w", 4, 4, 3, 3), _w("b", 4), _w("w2", 4, 4, 3, 3), _w("fw", 6, 4), _w("fb", 6),
+                _w("mw", 6, 3)])
+    assert _claims(ep, g) == [[0, 1, 2, 3], [5, 6]]
+    reasons = _reasons(ep, g)
+    assert reasons.pop("flatten").startswith("no wasm SIMD kernel for Flatten (domain ai.onnx)")
+    assert set(reasons.values()) == {None}
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("gemm_transA", "transA=1 is not supported"),
+    ("gemm_row_bias", "is not a constant per-column bias of 3 values"),
+    ("conv_hardsigmoid", "activation 'HardSigmoid' has no wasm epilogue"),
+    ("conv_3d", "kernel_shape [3, 3, 3] is not 2-D"),
+    ("conv_weight_fed", "weight 'w' is not a constant initializer"),
+    ("conv_weight_overridable", "weight 'w' is not a constant initializer"),
+    ("matmul_batched_b", "expected float32 of rank 2"),
+    ("matmul_int", "is not float32 (ONNX element type 6)"),
+    ("maxpool_indices", "MaxPool's Indices output is not produced by the wasm kernel"),
+    ("conv_rank3_input", "input 'x' has rank 3; the wasm provider runs NCHW 2-D convolutions"),
+])
+def test_reasons_for_nodes_left_to_the_cpu(ep, case, expected):
+    inits = [_w("w", 4, 4, 3, 3)]
+    inputs = [_vi("x", [1, 4, 8, 8])]
+    if case == "gemm_transA":
+        node = helper.make_node("Gemm", ["x", "w"], ["y"], "n", transA=1)
+        inputs, inits = [_vi("x", [4, 2])], [_w("w", 4, 3)]
+    elif case == "gemm_row_bias":
+        node = helper.make_node("Gemm", ["x", "w", "c"], ["y"], "n")
+        inputs, inits = [_vi("x", [2, 4])], [_w("w", 4, 3), _w("c", 2, 1)]
+    elif case == "conv_hardsigmoid":
+        node = helper.make_node("FusedConv", ["x", "w"], ["y"], "n", domain="com.onnxedge",
+                                activation="HardSigmoid", activation_params=[0.2, 0.5])
+    elif case == "conv_3d":
+        node = helper.make_node("Conv", ["x", "w"], ["y"], "n", kernel_shape=[3, 3, 3])
+        inputs, inits = [_vi("x", [1, 4, 8, 8, 8])], [_w("w", 4, 4, 3, 3, 3)]
+    elif case == "conv_weight_fed":
+        node = helper.make_node("Conv", ["x", "w"], ["y"], "n")
+        inputs, inits = inputs + [_vi("w", [4, 4, 3, 3])], []
+    elif case == "conv_weight_overridable":
+        node = helper.make_node("Conv", ["x", "w"], ["y"], "n")
+        inputs = inputs + [_vi("w", [4, 4, 3, 3])]   # an initializer a feed may replace
+    elif case == "matmul_batched_b":
+        node = helper.make_node("MatMul", ["x", "w"], ["y"], "n")
+        inputs, inits = [_vi("x", [2, 3, 4])], [_w("w", 2, 4, 5)]
+    elif case == "matmul_int":
+        node = helper.make_node("MatMul", ["x", "w"], ["y"], "n")
+        inputs = [_vi("x", [2, 4], TensorProto.INT32)]
+        inits = [numpy_helper.from_array(np.ones((4, 3), np.int32), "w")]
+    elif case == "maxpool_indices":
+        node = helper.make_node("MaxPool", ["x"], ["y", "idx"], "n", kernel_shape=[2, 2])
+        inits = []
+    else:
+        node = helper.make_node("Conv", ["x", "w"], ["y"], "n")
+        inputs, inits = [_vi("x", [4, 8, 8])], [_w("w", 4, 4, 3)]
+    outputs = [_vi(o) for o in node.output]
+    g = _graph([node], inputs, outputs, inits)
+    assert _claims(ep, g) == []
+    why = _reasons(ep, g)["n"]
+    assert why is not None and expected in why, why
+
+
+def test_fused_activation_params_reach_the_epilogue():
+    g = _graph([helper.make_node("FusedGemm", ["x", "w"], ["y"], "n", domain="com.onnxedge",
+                                 activation="Clip", activation_params=[-1.0, 2.5])],
+               [_vi("x", [2, 4])], [_vi("y")], [_w("w", 4, 3)])
+    assert claims.activation(g.nodes[0]) == ("Clip", (-1.0, 2.5))
+    lr = helper.make_node("FusedMatMul", ["x", "w"], ["y"], domain="com.onnxedge", activation="LeakyRelu")
+    g2 = _graph([lr], [_vi("x", [2, 4])], [_vi("y")], [_w("w", 4, 3)])
+    assert claims.activation(g2.nodes[0]) == ("LeakyRelu", (0.01, 0.0))   # ONNX's default alpha
+    assert claims.ACT["Relu"] == 1 and claims.ACT["Tanh"] == 6   # oxk.h's OXK_ACT_* values
+
+
+def test_not_available_natively_and_options_checked():
+    bridge.install(None)
+    assert not WasmSimdExecutionProvider.is_available()
+    assert "WasmSimdExecutionProvider" not in onnxedge.get_available_providers()
+    with pytest.raises(InvalidArgument, match=r"onnxedgeWasm.init"):
+        WasmSimdExecutionProvider()
+    with pytest.raises(InvalidArgument, match=r"unknown option\(s\) \['threads'\]"):
+        WasmSimdExecutionProvider({"kernels": bridge.Kernels(), "threads": 2})
+
+
+def test_plan_structs_have_the_wasm32_layout_of_oxk_h():
+    # oxk.h: 13 4-byte fields (sgemm), 24 (conv), 16 (pool), no padding on wasm32
+    assert (bridge.SGEMM_PLAN.size, bridge.CONV_PLAN.size, bridge.POOL_PLAN.size) == (52, 96, 64)
+    raw = bridge.SGEMM_PLAN.pack(0, 1, 7, 9, 2.0, 0.0, 0, 64, 128, bridge.BIAS_COL, 2, -1.0, 6.0)
+    ints = np.frombuffer(raw, "<i4")
+    floats = np.frombuffer(raw, "<f4")
+    assert list(ints[[1, 2, 3, 7, 8, 9, 10]]) == [1, 7, 9, 64, 128, 2, 2]
+    assert list(floats[[4, 11, 12]]) == [2.0, -1.0, 6.0]

@@ -1,0 +1,171 @@
+"""WasmSimdExecutionProvider's whole run path natively: the page's wasm module replaced by the
+host build of the same C kernels over a numpy "wasm memory" (wasm_host_kernels.py). Outputs are
+checked against onnxruntime (or, where it is not installed, the numpy CPU provider); copies are
+counted (one per step input and per value used outside a step); shapes the kernels do not take
+run on the CPU kernels. The real module runs in tests/browser/test_wasm_provider.py."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, List
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxedge
+from onnxedge.errors import InvalidArgument
+from onnxedge.web.wasm import bridge
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import models  # noqa: E402
+from wasm_host_kernels import HostKernels  # noqa: E402
+
+RTOL, ATOL = 1e-4, 1e-5
+WASM = "WasmSimdExecutionProvider"
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    from onnxedge.edge.neon import library
+    if not os.path.isfile(library.library_path()):
+        pytest.fail("the host kernel library is missing: run `make setup` (edge/kernels/build.py)")
+    k = HostKernels()
+    bridge.install(k)
+    yield k
+    bridge.install(None)
+
+
+def _reference(model: Any, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    data = model if isinstance(model, (str, bytes)) else model.SerializeToString()
+    try:
+        import onnxruntime
+    except ImportError:   # Python 3.8's venv: the numpy CPU provider is the reference
+        return onnxedge.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _session(model: Any, **opts: Any) -> onnxedge.InferenceSession:
+    data = model if isinstance(model, (str, bytes)) else model.SerializeToString()
+    return onnxedge.InferenceSession(data, providers=[(WASM, opts), "CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory) -> Dict[str, str]:
+    return models.build_all(str(tmp_path_factory.mktemp("models")), ["mlp", "resnet18", "bert_encoder"])
+
+
+@pytest.mark.parametrize("name, wasm_ops, steps", [
+    ("mlp", {"FusedGemm", "Gemm"}, 1),
+    ("resnet18", {"FusedConv", "Conv", "MaxPool", "GlobalAveragePool", "Gemm"}, 2),
+    ("bert_encoder", {"FusedMatMul"}, 16),
+])
+def test_models_match_reference_with_one_copy_per_step_edge(kernels, model_files, name, wasm_ops, steps):
+    feeds = models.make_inputs(name)
+    sess = _session(model_files[name])
+    report = sess.partition_report()
+    on_wasm = {r["op_type"] for r in report if r["provider"] == WASM}
+    assert on_wasm == wasm_ops
+    assert all(r["fallback_reasons"][WASM].startswith("no wasm SIMD kernel")
+               for r in report if r["provider"] != WASM)
+    sess.run(None, feeds)   # the first run of a shape writes its plans too
+    kernels.counts.clear()
+    got = sess.run(None, feeds)
+    for have, want in zip(got, _reference(model_files[name], feeds)):
+        np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
+    # one copy in per step input and one out per value a later step reads: BERT's Q, K and V
+    # projections share one copy of their input
+    assert kernels.counts["write"] == steps and kernels.counts["read"] == \
+        {"mlp": 1, "resnet18": 2, "bert_encoder": 24}[name]
+
+
+def test_new_shapes_get_buffers_once_and_cpu_takes_what_kernels_do_not(kernels, model_files):
+    sess = _session(model_files["resnet18"])
+    live = []
+    for batch in (2, 1, 2):
+        feeds = models.make_inputs("resnet18", batch=batch)
+        (got,) = sess.run(None, feeds)
+        np.testing.assert_allclose(got, _reference(model_files["resnet18"], feeds)[0], rtol=RTOL, atol=ATOL)
+        live.append(len(kernels.live))
+    assert live[0] < live[1] == live[2], "buffers of a seen shape are reused, not reallocated"
+
+
+def test_input_the_kernels_reject_gets_the_cpu_kernels_error(kernels):
+    w = numpy_helper.from_array(np.ones((2, 3, 3, 3), np.float32), "w")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "c",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    sess = _session(m)
+    x = np.ones((1, 3, 5, 5), np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], np.full((1, 2, 3, 3), 27.0, np.float32))
+    with pytest.raises(InvalidArgument, match=r"Conv.*channels"):
+        sess.run(None, {"x": np.ones((1, 4, 5, 5), np.float32)})   # 4 channels, W takes 3
+
+
+def _fused_model(act: str, params: List[float], z_shape: List[int]) -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b"),
+             numpy_helper.from_array(rng.standard_normal((6 * 5 * 4, 5)).astype(np.float32), "gw")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2], pads=[1, 0, 1, 0]),
+             helper.make_node("Add", ["c", "z"], ["s"]),
+             helper.make_node(act, ["s"] + (["lo", "hi"] if act == "Clip" else []), ["a"],
+                              **({"alpha": params[0]} if act == "LeakyRelu" else {})),
+             helper.make_node("AveragePool", ["a"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              count_include_pad=1, ceil_mode=1, strides=[2, 2]),
+             helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 2], strides=[2, 2], ceil_mode=1),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("MatMul", ["f", "gw"], ["y"]),
+             helper.make_node("Gemm", ["f", "gw"], ["y2"], alpha=0.5)]
+    if act == "Clip":
+        inits += [numpy_helper.from_array(np.array(params[0], np.float32), "lo"),
+                  numpy_helper.from_array(np.array(params[1], np.float32), "hi")]
+    g = helper.make_graph(nodes, "fused", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 15, 16]),
+                                           helper.make_tensor_value_info("z", TensorProto.FLOAT, z_shape)],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "y2", "m")],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("act, params", [("Relu", []), ("Clip", [-0.5, 1.5]), ("LeakyRelu", [0.3]),
+                                         ("Sigmoid", []), ("Tanh", [])])
+def test_fused_residual_activations_and_pools(kernels, act, params):
+    m = _fused_model(act, params, [1, 6, 8, 7])
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.standard_normal((1, 3, 15, 16)).astype(np.float32),
+             "z": rng.standard_normal((1, 6, 8, 7)).astype(np.float32)}
+    sess = _session(m)
+    fused = [r for r in sess.partition_report() if r["op_type"] == "FusedConv"]
+    assert fused and fused[0]["provider"] == WASM, sess.partition_report()
+    kernels.counts.clear()
+    for have, want in zip(sess.run(None, feeds), _reference(m, feeds)):
+        np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
+    assert kernels.counts.get("oxk_sgemm", 0) >= 1   # the residual went through the K=1 GEMM
+
+
+def test_broadcast_residual_runs_the_step_on_cpu(kernels):
+    m = _fused_model("Relu", [], [1, 6, 1, 7])   # Z broadcasts: the wasm kernels do not add it
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((1, 3, 15, 16)).astype(np.float32),
+             "z": rng.standard_normal((1, 6, 1, 7)).astype(np.float32)}
+    sess = _session(m)
+    kernels.counts.clear()
+    for have, want in zip(sess.run(None, feeds), _reference(m, feeds)):
+        np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
+    assert "conv_run" not in kernels.counts
+
+
+def test_profile_option_times_copies_and_nodes(kernels, model_files):
+    sess = _session(model_files["mlp"], profile=True)
+    sess.run(None, models.make_inputs("mlp"))
+    ep = [p for p in sess._providers if p.name == WASM][0]
+    assert {"copy in", "copy out", "FusedGemm", "Gemm"} <= set(ep.profile)
+    assert all(v >= 0 for v in ep.profile.values())

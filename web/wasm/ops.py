@@ -1,0 +1,235 @@
+"""Per-node kernels of the wasm provider: weights packed into wasm memory once, a plan per shape.
+
+`build(node, kernels, consts)` returns an `Op`: `data` names the values the kernel reads from
+wasm memory (X, and FusedConv's Z), and `bind(shapes)` gives, for those input shapes, the output
+shape and a `run(in_ptrs, out_ptr)` calling the kernel, or None when the kernel does not take
+them (the provider then runs the group with the CPU kernels, which raise the errors).
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from onnxedge import ir
+
+from . import bridge, claims
+from .bridge import Kernels
+
+Shape = Tuple[int, ...]
+Run = Callable[[Sequence[int], int], None]
+Bound = Tuple[Shape, Run]
+
+
+class Op:
+    """One claimed node bound to the kernel module (see the module docstring)."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, data: List[str]):
+        self.node = node
+        self.kernels = kernels
+        self.data = data
+        self.what = node.describe()
+        self.blocks: List[int] = []     # wasm memory this op owns (weights, plans)
+        self._bound: Dict[Tuple[Shape, ...], Optional[Bound]] = {}
+
+    def keep(self, ptr: int) -> int:
+        """Remember a block to free with the op; returns it."""
+        self.blocks.append(ptr)
+        return ptr
+
+    def bind(self, shapes: Sequence[Shape]) -> Optional[Bound]:
+        """(output shape, run) for these input shapes (cached), or None."""
+        key = tuple(shapes)
+        if key not in self._bound:
+            self._bound[key] = self._bind(key)
+        return self._bound[key]
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free the op's wasm memory."""
+        for ptr in self.blocks:
+            self.kernels.free(ptr)
+        self.blocks = []
+        self._bound = {}
+
+
+# ------------------------------------------------------------------------------ Gemm/MatMul
+
+class GemmOp(Op):
+    """Gemm / FusedGemm (2-D A) and MatMul / FusedMatMul (A of any rank >= 1) against a packed
+    constant B, bias and activation in the kernel's epilogue."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        super().__init__(node, kernels, [node.inputs[0]])
+        a, ins = node.attributes, list(node.inputs) + [""] * 3
+        self.matmul = node.op_type in ("MatMul", "FusedMatMul")
+        tb = 0 if self.matmul else int(a.get("transB", 0))
+        alpha = 1.0 if self.matmul else float(a.get("alpha", 1.0))
+        w = np.ascontiguousarray(consts[ins[1]], np.float32)
+        self.K, self.N = (w.shape[1], w.shape[0]) if tb else w.shape
+        bias = None
+        if ins[2]:
+            beta = 1.0 if self.matmul else float(a.get("beta", 1.0))
+            if beta != 0.0:
+                bias = (np.float32(beta) * consts[ins[2]].reshape(self.N)).astype(np.float32)
+        k = kernels
+        raw = k.put(w)
+        packed = self.keep(k.alloc(4 * k.call("oxk_pack_b_size", self.N, self.K)))
+        rc = k.call("oxk_pack_b", tb, self.N, self.K, raw, w.shape[1], packed)
+        k.free(raw)
+        k.check(rc, "%s: packing B" % self.what)
+        bias_ptr = self.keep(k.put(bias)) if bias is not None else 0
+        act, (p0, p1) = claims.activation(node)
+        self.plan = self.keep(k.put_struct(bridge.SGEMM_PLAN, (
+            0, tb, self.N, self.K, alpha, 0.0, 0, packed, bias_ptr,
+            bridge.BIAS_COL if bias is not None else bridge.BIAS_NONE, claims.ACT[act], p0, p1)))
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        shape = shapes[0]
+        if self.matmul:
+            if not shape or shape[-1] != self.K:
+                return None
+            out = shape[:-1] + (self.N,)
+        else:
+            if len(shape) != 2 or shape[1] != self.K:
+                return None
+            out = (shape[0], self.N)
+        m = int(np.prod(shape[:-1], dtype=np.int64))
+        if m == 0 or self.N == 0 or self.K == 0:
+            return None
+        k, plan, what = self.kernels, self.plan, self.what
+
+        def run(ins: Sequence[int], y: int) -> None:
+            rc = k.sgemm_run(plan, m, ins[0], 0, y)
+            if rc:
+                k.check(rc, what)
+
+        return out, run
+
+
+# ------------------------------------------------------------------------------------ Conv
+
+class ConvOp(Op):
+    """Conv / FusedConv (2-D, NCHW) with packed constant weights; FusedConv's Z (a residual) is
+    added after the convolution by a K=1 GEMM (y = 1 * Z + y, then the activation), in place."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        ins = list(node.inputs) + [""] * 4
+        super().__init__(node, kernels, [ins[0]] + ([ins[3]] if ins[3] else []))
+        from onnxedge.kernels._util import auto_pad_mode, spatial_attr
+        a = node.attributes
+        self.w = np.ascontiguousarray(consts[ins[1]], np.float32)
+        self.group = int(a.get("group", 1))
+        self.strides = spatial_attr(node.op_type, "strides", a.get("strides"), 2, 1, 1)
+        self.dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), 2, 1, 1)
+        self.auto_pad = auto_pad_mode(node.op_type, a.get("auto_pad", "NOTSET"))
+        self.pads = a.get("pads")
+        self.ks = a.get("kernel_shape")
+        self.act, self.params = claims.activation(node)
+        k = kernels
+        co, ci, kh, kw = self.w.shape
+        self.weight = self.keep(k.put(self.w))
+        self.packed = self.keep(k.alloc(4 * k.call("oxk_conv_pack_size", co, ci, kh, kw, self.group)))
+        k.check(k.call("oxk_conv_pack", self.weight, co, ci, kh, kw, self.group, self.packed),
+                "%s: packing W" % self.what)
+        self.bias = self.keep(k.put(consts[ins[2]])) if ins[2] else 0
+        self.one = self.keep(k.put(np.ones(1, np.float32))) if ins[3] else 0
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        from onnxedge.kernels.conv import conv_geometry
+        x = shapes[0]
+        co, ci, kh, kw = self.w.shape
+        if len(x) != 4 or 0 in x or x[1] != ci * self.group or \
+                (self.ks and [int(v) for v in self.ks] != [kh, kw]):
+            return None
+        beg, end, hw = conv_geometry(self.node.op_type, x[2:], (kh, kw), self.strides, self.dil,
+                                     self.pads, self.auto_pad)
+        if min(hw) <= 0:
+            return None
+        out = (x[0], co, int(hw[0]), int(hw[1]))
+        if len(shapes) > 1 and tuple(shapes[1]) != out:
+            return None   # a Z that broadcasts: the CPU kernel adds it
+        act = claims.ACT[self.act]
+        p0, p1 = self.params
+        k, what = self.kernels, self.what
+        plan = self.keep(k.put_struct(bridge.CONV_PLAN, (
+            x[1], x[2], x[3], co, kh, kw, self.group, self.strides[0], self.strides[1],
+            self.dil[0], self.dil[1], beg[0], beg[1], end[0], end[1], out[2], out[3],
+            0 if len(shapes) > 1 else act, bridge.CONV_AUTO, 0.0 if len(shapes) > 1 else p0,
+            0.0 if len(shapes) > 1 else p1, self.weight, self.packed, self.bias)))
+        n, size, one = x[0], int(np.prod(out)), self.one
+
+        def run(ins: Sequence[int], y: int) -> None:
+            rc = k.conv_run(plan, n, ins[0], y)
+            if not rc and len(ins) > 1:
+                rc = k.call("oxk_sgemm", 0, 0, 1, size, 1, 1.0, one, 1, 0, ins[1], size, 0,
+                            1.0, y, size, 0, bridge.BIAS_NONE, act, p0, p1)
+            if rc:
+                k.check(rc, what)
+
+        return out, run
+
+
+# ------------------------------------------------------------------------------------ pools
+
+class PoolOp(Op):
+    """MaxPool / AveragePool (2-D) through pool plans; the global pools through oxk_global_pool."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        super().__init__(node, kernels, [node.inputs[0]])
+        self.kind = bridge.MAX if "Max" in node.op_type else bridge.AVG
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        x = shapes[0]
+        k, what, kind = self.kernels, self.what, self.kind
+        if 0 in x or len(x) < 3:
+            return None
+        nc = x[0] * x[1]
+        if self.node.op_type.startswith("Global"):
+            hw = int(np.prod(x[2:]))
+
+            def run_global(ins: Sequence[int], y: int) -> None:
+                rc = k.global_pool(ins[0], nc, hw, kind, y)
+                if rc:
+                    k.check(rc, what)
+
+            return x[:2] + (1,) * (len(x) - 2), run_global
+        if len(x) != 4:
+            return None
+        from onnxedge.kernels._util import auto_pad_mode, spatial_attr
+        from onnxedge.kernels.pool import pool_geometry
+        op, a = self.node.op_type, self.node.attributes
+        kernel = spatial_attr(op, "kernel_shape", a.get("kernel_shape"), 2, 1, 1)
+        strides = spatial_attr(op, "strides", a.get("strides"), 2, 1, 1)
+        dil = spatial_attr(op, "dilations", a.get("dilations"), 2, 1, 1)
+        beg, end, hw = pool_geometry(op, x[2:], kernel, strides, dil, a.get("pads"),
+                                     auto_pad_mode(op, a.get("auto_pad", "NOTSET")),
+                                     int(a.get("ceil_mode", 0)))
+        if min(hw) <= 0:
+            return None
+        plan = self.keep(k.put_struct(bridge.POOL_PLAN, (
+            x[2], x[3], kind, kernel[0], kernel[1], strides[0], strides[1], dil[0], dil[1],
+            beg[0], beg[1], end[0], end[1], int(a.get("count_include_pad", 0)), hw[0], hw[1])))
+
+        def run(ins: Sequence[int], y: int) -> None:
+            rc = k.pool_run(plan, nc, ins[0], y)
+            if rc:
+                k.check(rc, what)
+
+        return (x[0], x[1], int(hw[0]), int(hw[1])), run
+
+
+_BUILDERS: Dict[str, Callable[..., Op]] = {
+    "Conv": ConvOp, "FusedConv": ConvOp, "Gemm": GemmOp, "FusedGemm": GemmOp, "MatMul": GemmOp,
+    "FusedMatMul": GemmOp, "MaxPool": PoolOp, "AveragePool": PoolOp, "GlobalAveragePool": PoolOp,
+    "GlobalMaxPool": PoolOp}
+
+
+def build(node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]) -> Op:
+    """The Op of a claimed node (claims.reason(node) is None)."""
+    return _BUILDERS[node.op_type](node, kernels, consts)
+
+
+__all__ = ["Op", "GemmOp", "ConvOp", "PoolOp", "build"]

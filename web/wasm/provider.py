@@ -1,0 +1,229 @@
+"""`WasmSimdExecutionProvider`: Conv, Gemm, MatMul, pools and their fused forms on onnxedge's C
+kernels compiled to wasm32 SIMD (web/wasm/oxk.js), called from Python inside Pyodide.
+
+Available only in a page where `onnxedgeWasm.init()` has run (onnxedge.js does it before the
+first session that asks for the provider). Weights are packed into wasm memory when the session
+is created. A step (a run of consecutive claimed nodes) keeps its activations in wasm memory:
+each step input is copied in once, each value used outside the step is copied out once, and the
+buffers are allocated once per input shape and reused by later runs. A step whose inputs the
+kernels do not take (another dtype, a shape a plan rejects) runs on the CPU kernels instead.
+
+Options: `kernels` (a `bridge.Kernels`, for tests: another kernel module) and `profile` (bool:
+record per-node and copy times in `provider.profile`, milliseconds summed over runs).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+
+from onnxedge import executor, ir
+from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
+from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+
+from . import bridge, claims, ops
+
+F32 = np.dtype(np.float32)
+MAX_SHAPES = 8   # buffer sets kept per step (one per distinct input shapes)
+
+
+class WasmSimdExecutionProvider(ExecutionProvider):
+    """onnxedge's C kernels as wasm32 SIMD in the page; CPU (numpy) takes the other nodes."""
+
+    name = "WasmSimdExecutionProvider"
+    OPTIONS = ("kernels", "profile")
+
+    def __init__(self, options: Optional[Dict[str, Any]] = None):
+        super().__init__(options)
+        unknown = sorted(set(self.options) - set(self.OPTIONS))
+        if unknown:
+            raise InvalidArgument("WasmSimdExecutionProvider: unknown option(s) %s; known: %s"
+                                  % (unknown, list(self.OPTIONS)))
+        self.kernels = self.options.get("kernels") or bridge.current()
+        if self.kernels is None:
+            raise InvalidArgument("WasmSimdExecutionProvider: the wasm kernel module is not "
+                                  "initialized (await onnxedgeWasm.init() in the page first)")
+        self.profile: Optional[Dict[str, float]] = {} if self.options.get("profile") else None
+        self._reasons: Dict[int, Optional[str]] = {}
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """True inside a page whose onnxedgeWasm module is initialized."""
+        return bridge.current() is not None
+
+    @property
+    def threads(self) -> int:
+        """How many threads the kernels split work over (1: no Web Workers)."""
+        return int(self.kernels.threads)
+
+    # ------------------------------------------------------------------ capability
+    def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
+        """Runs of consecutive nodes the kernels take as declared (see claims.reason)."""
+        consts = claims.constants(graph)
+        groups: List[List[int]] = []
+        prev = -2
+        for i, node in enumerate(graph.nodes):
+            why = claims.reason(node, graph.type_of, consts)
+            self._reasons[id(node)] = why
+            if why is not None:
+                continue
+            if i != prev + 1 or not groups:
+                groups.append([])
+            groups[-1].append(i)
+            prev = i
+        return groups
+
+    def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
+        """Why a node stays on the CPU: no kernel for the op, a dtype, an attribute, non-constant
+        weights (None when the provider runs it)."""
+        if id(node) in self._reasons:
+            return self._reasons[id(node)]
+        return claims.reason(node, lambda name: None, {})
+
+    # ------------------------------------------------------------------ compile
+    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
+        """A Step running these nodes with their activations in wasm memory."""
+        group = _Group(self, graph, node_indices, ctx)
+        return Step(self.name, list(node_indices), group.run)
+
+
+class _Buffers:
+    """The wasm blocks of one input-shape signature: a block per value, the bound kernels."""
+
+    def __init__(self, kernels: bridge.Kernels):
+        self.kernels = kernels
+        self.ptr: Dict[str, int] = {}
+        self.shape: Dict[str, Tuple[int, ...]] = {}
+        self.runs: List[Tuple[Any, List[int], int]] = []
+
+    def add(self, name: str, shape: Tuple[int, ...]) -> int:
+        """A block for value `name` of `shape` (float32)."""
+        self.shape[name] = shape
+        self.ptr[name] = self.kernels.alloc(max(4, 4 * int(np.prod(shape, dtype=np.int64))))
+        return self.ptr[name]
+
+    def release(self) -> None:
+        """Free every block."""
+        for ptr in self.ptr.values():
+            self.kernels.free(ptr)
+        self.ptr = {}
+
+
+class _Group:
+    """A compiled step: ops bound to the kernels, step inputs/outputs, per-shape buffers."""
+
+    def __init__(self, provider: WasmSimdExecutionProvider, graph: ir.Graph, idx: List[int],
+                 ctx: CompileContext):
+        self.provider = provider
+        self.kernels = provider.kernels
+        consts = claims.constants(graph)
+        self.nodes = [graph.nodes[i] for i in idx]
+        self.ops = [ops.build(n, self.kernels, consts) for n in self.nodes]
+        produced: Set[str] = {o for n in self.nodes for o in n.outputs if o}
+        self.inputs: List[str] = []
+        for op in self.ops:
+            for name in op.data:
+                if name not in produced and name not in self.inputs:
+                    self.inputs.append(name)
+        inside = set(idx)
+        used_outside = {v.name for v in graph.outputs}
+        for i, n in enumerate(graph.nodes):
+            if i not in inside:
+                used_outside.update(n.inputs)
+                if n.subgraphs():
+                    used_outside.update(produced)   # captured by a subgraph: keep it all
+        self.outputs = [o for n in self.nodes for o in n.outputs if o and o in used_outside]
+        self.free = [ctx.free_after.get(i, []) for i in idx]
+        self.fallbacks = [executor.compile_node(n, ctx.opsets, [], ctx.functions) for n in self.nodes]
+        self.run_subgraph = ctx.run_subgraph
+        self.opsets = ctx.opsets
+        self.sets: Dict[Tuple[Tuple[int, ...], ...], Optional[_Buffers]] = {}
+
+    def __del__(self) -> None:
+        try:
+            for b in self.sets.values():
+                if b is not None:
+                    b.release()
+            for op in self.ops:
+                op.release()
+        except Exception:   # the page's module may be gone at interpreter exit
+            pass
+
+    def _bind(self, key: Tuple[Tuple[int, ...], ...]) -> Optional[_Buffers]:
+        bufs = _Buffers(self.kernels)
+        try:
+            for name, shape in zip(self.inputs, key):
+                bufs.add(name, shape)
+            for op in self.ops:
+                bound = op.bind([bufs.shape[n] for n in op.data])
+                if bound is None:
+                    bufs.release()
+                    return None
+                out = op.node.outputs[0]
+                bufs.add(out, bound[0])
+                bufs.runs.append((bound[1], [bufs.ptr[n] for n in op.data], bufs.ptr[out]))
+        except BaseException:
+            bufs.release()
+            raise
+        if len(self.sets) >= MAX_SHAPES:
+            for old in self.sets.values():
+                if old is not None:
+                    old.release()
+            self.sets.clear()
+        return bufs
+
+    def run(self, env: Dict[str, Any]) -> None:
+        """Copy the step's inputs in, run the kernels, copy the values used later out."""
+        try:
+            xs = [env[n] for n in self.inputs]
+        except KeyError as e:
+            raise RuntimeException("WasmSimdExecutionProvider: %s reads %s, which no input, "
+                                   "initializer or earlier node produced"
+                                   % (self.nodes[0].describe(), e)) from None
+        if any(type(x) is not np.ndarray or x.dtype != F32 for x in xs):
+            return self._run_cpu(env)
+        key = tuple(x.shape for x in xs)
+        if key not in self.sets:
+            self.sets[key] = self._bind(key)
+        bufs = self.sets[key]
+        if bufs is None:
+            return self._run_cpu(env)
+        k, prof = self.kernels, self.provider.profile
+        t = time.perf_counter() if prof is not None else 0.0
+        for name, x in zip(self.inputs, xs):
+            k.write(bufs.ptr[name], np.ascontiguousarray(x))
+        if prof is not None:
+            t = _tick(prof, "copy in", t)
+        for (run, ins, out), op in zip(bufs.runs, self.ops):
+            try:
+                run(ins, out)
+            except OnnxEdgeError as e:
+                raise type(e)("%s at opset %d (WasmSimdExecutionProvider): %s"
+                              % (op.what, self.opsets.get(op.node.domain, 0), e)) from e
+            if prof is not None:
+                t = _tick(prof, op.node.op_type, t)
+        for name in self.outputs:
+            y = np.empty(bufs.shape[name], F32)
+            k.read(bufs.ptr[name], y)
+            env[name] = y
+        for names in self.free:
+            for name in names:
+                env.pop(name, None)
+        if prof is not None:
+            _tick(prof, "copy out", t)
+
+    def _run_cpu(self, env: Dict[str, Any]) -> None:
+        for fallback, names in zip(self.fallbacks, self.free):
+            executor.run_compiled([fallback], env, self.run_subgraph)
+            for name in names:
+                env.pop(name, None)
+
+
+def _tick(prof: Dict[str, float], key: str, t0: float) -> float:
+    t = time.perf_counter()
+    prof[key] = prof.get(key, 0.0) + (t - t0) * 1000.0
+    return t
+
+
+__all__ = ["WasmSimdExecutionProvider"]
