@@ -13,6 +13,8 @@ def cmd_reduce(args: argparse.Namespace) -> int:
     extra = list(args.package or [])
     if args.with_webgpu:
         extra.append("onnxedge.web.webgpu")
+    if args.with_wasm:
+        extra.append("onnxedge.web.wasm")
     result = reduce(args.models, args.output, config=args.config, level=args.level,
                     extra_packages=extra, arch=args.arch, add_ops=args.add_op or (),
                     full_wheel="build" if args.compare_full else None,
@@ -47,6 +49,9 @@ def register(sub: Any) -> None:
                    "and comments")
     p.add_argument("--with-webgpu", action="store_true",
                    help="include the WebGPU provider (onnxedge.web.webgpu) for the browser page")
+    p.add_argument("--with-wasm", action="store_true",
+                   help="include the page's wasm SIMD provider (onnxedge.web.wasm) with its web "
+                        "assets: oxk.js and the oxk.wasm / oxk-mt.wasm kernel modules")
     p.add_argument("--package", action="append", metavar="PKG",
                    help="another onnxedge subpackage to include (repeatable)")
     p.add_argument("--arch", help="target architecture of included shared libraries (e.g. aarch64)")

@@ -239,3 +239,25 @@ def test_sizes_against_the_full_project_wheel(built, tmp_path):
     names = zipfile.ZipFile(full_profile.wheel).namelist()
     assert "onnxedge/cli.py" in names and "onnxedge/optimizer/__init__.py" in names
     assert os.path.getsize(full_profile.wheel) > sizes["mlp"]
+
+
+def test_with_wasm_carries_the_page_kernels_as_web_assets(tmp_path, capsys):
+    """`--with-wasm`: the wasm SIMD provider, oxk.js and both kernel modules ride in the wheel
+    (byte-identical to the build's), and the provider's entry point is listed."""
+    from onnxedge.web import wasm
+    cos = str(tmp_path / "cos.onnx")
+    with open(cos, "wb") as f:
+        f.write(cos_model().SerializeToString())
+    assert cli_main(["reduce", cos, "--with-wasm", "-o", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    wheel_path = os.path.join(str(tmp_path), "out", "onnxedge-%s-py3-none-any.whl" % onnxedge.__version__)
+    with zipfile.ZipFile(wheel_path) as zf:
+        names = set(zf.namelist())
+        for path in wasm.asset_paths():
+            arc = "onnxedge/web/wasm/" + os.path.relpath(path, wasm.HERE).replace(os.sep, "/")
+            assert arc in names, arc
+            with open(path, "rb") as f:
+                assert zf.read(arc) == f.read(), arc
+        assert "onnxedge/web/wasm/provider.py" in names
+        eps = zf.read("onnxedge-%s.dist-info/entry_points.txt" % onnxedge.__version__).decode()
+    assert "WasmSimdExecutionProvider = onnxedge.web.wasm.provider:WasmSimdExecutionProvider" in eps
