@@ -18,7 +18,7 @@ import hashlib
 import importlib.util
 import json
 import os
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from onnxedge import ir
 from onnxedge.errors import EPFail, InvalidArgument, NoSuchFile
 from onnxedge.optimizer import shapes as shape_inference
 from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+from onnxedge.providers.base import consecutive_runs as runs  # maximal runs of claimed nodes
 
 Shapes = Dict[str, shape_inference.Info]
 Runner = Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
@@ -230,17 +231,6 @@ def artifact_key(sub: ir.Graph, target: str, target_options: Optional[Dict[str, 
     _canonical(["onnxedge-bridge-1", target, target_options or {}, opsets or {}], h)
     _hash_graph(sub, h)
     return h.hexdigest()
-
-
-def runs(claimed: Iterable[int]) -> List[List[int]]:
-    """Maximal runs of consecutive indices: [0, 1, 3] -> [[0, 1], [3]]."""
-    out: List[List[int]] = []
-    for i in sorted(set(claimed)):
-        if out and out[-1][-1] == i - 1:
-            out[-1].append(i)
-        else:
-            out.append([i])
-    return out
 
 
 # --------------------------------------------------------------------------- the provider

@@ -1,9 +1,21 @@
 """The execution-provider interface that the partitioner and the session talk to."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, List, Optional
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional
 
 from .. import ir
+
+
+def consecutive_runs(indices: Iterable[int]) -> List[List[int]]:
+    """Maximal runs of consecutive node indices, [0, 1, 3] -> [[0, 1], [3]]: the groups a
+    provider claims (the partitioner groups consecutive nodes of one provider into a step)."""
+    out: List[List[int]] = []
+    for i in sorted(set(indices)):
+        if out and out[-1][-1] == i - 1:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
 
 
 class CompileContext:

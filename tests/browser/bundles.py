@@ -24,6 +24,25 @@ BUNDLE_TIMINGS: Dict[str, float] = {}
 _BLOCKED: List[str] = []
 
 
+# JS for page.evaluate: `decode(t)` makes an onnxedge.Tensor from {type, dims, b64} and
+# `encode(t)` the reverse (tensors cross between the test and the page as base64 of their bytes).
+JS_TENSOR_CODEC = """
+  const TYPED = {float32: Float32Array, float64: Float64Array, int32: Int32Array,
+                 int64: BigInt64Array};
+  const decode = (t) => {
+    const bytes = Uint8Array.from(atob(t.b64), (c) => c.charCodeAt(0));
+    return new window.onnxedge.Tensor(t.type, new TYPED[t.type](bytes.buffer), t.dims);
+  };
+  const encode = (t) => {
+    const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    let text = "";
+    for (let i = 0; i < bytes.length; i += 0x8000)
+      text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    return {type: t.type, dims: t.dims, b64: btoa(text)};
+  };
+"""
+
+
 @pytest.fixture(scope="session")
 def demo_files() -> Dict[str, str]:
     """The demo MLP and digit CNN in demo/models/, made as `make demo` makes them when missing

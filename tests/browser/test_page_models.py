@@ -20,7 +20,7 @@ import pytest
 
 import onnxedge
 
-from bundles import wait_state
+from bundles import JS_TENSOR_CODEC, wait_state
 from conftest import ROOT, SUMMARY
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -34,18 +34,7 @@ RTOL, ATOL = 1e-4, 1e-5
 RUN_JS = """
 async ({model, feeds}) => {
   const onnxedge = window.onnxedge;
-  const TYPED = {float32: Float32Array, int64: BigInt64Array, int32: Int32Array, float64: Float64Array};
-  const decode = (t) => {
-    const bytes = Uint8Array.from(atob(t.b64), (c) => c.charCodeAt(0));
-    return new onnxedge.Tensor(t.type, new TYPED[t.type](bytes.buffer), t.dims);
-  };
-  const encode = (t) => {
-    const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-    let text = "";
-    for (let i = 0; i < bytes.length; i += 0x8000)
-      text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-    return {type: t.type, dims: t.dims, b64: btoa(text)};
-  };
+""" + JS_TENSOR_CODEC + """
   const session = await onnxedge.InferenceSession.create(model, {executionProviders: ['wasm']});
   const inputs = {};
   for (const [name, t] of Object.entries(feeds)) inputs[name] = decode(t);

@@ -20,6 +20,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from bundles import JS_TENSOR_CODEC
 from conftest import ROOT, SUMMARY
 from server import PageServer, local_only_context
 
@@ -46,18 +47,7 @@ TEST_PAGE = """<!doctype html>
 RUN_JS = """
 async ({model, feeds, options}) => {
   const onnxedge = window.onnxedge;
-  const TYPED = {float32: Float32Array, int64: BigInt64Array};
-  const decode = (t) => {
-    const bytes = Uint8Array.from(atob(t.b64), (c) => c.charCodeAt(0));
-    return new onnxedge.Tensor(t.type, new TYPED[t.type](bytes.buffer), t.dims);
-  };
-  const encode = (t) => {
-    const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-    let text = "";
-    for (let i = 0; i < bytes.length; i += 0x8000)
-      text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-    return {type: t.type, dims: t.dims, b64: btoa(text)};
-  };
+""" + JS_TENSOR_CODEC + """
   const source = typeof model === "string" ? model : Uint8Array.from(atob(model.b64), (c) => c.charCodeAt(0));
   const session = await onnxedge.InferenceSession.create(source, options);
   const inputs = {};

@@ -20,7 +20,7 @@ import numpy as np
 
 from onnxedge import executor, ir
 from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
-from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+from onnxedge.providers.base import CompileContext, ExecutionProvider, Step, consecutive_runs
 
 from . import bridge, claims, ops
 
@@ -61,18 +61,13 @@ class WasmSimdExecutionProvider(ExecutionProvider):
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
         """Runs of consecutive nodes the kernels take as declared (see claims.reason)."""
         consts = claims.constants(graph)
-        groups: List[List[int]] = []
-        prev = -2
+        claimed = []
         for i, node in enumerate(graph.nodes):
             why = claims.reason(node, graph.type_of, consts)
             self._reasons[id(node)] = why
-            if why is not None:
-                continue
-            if i != prev + 1 or not groups:
-                groups.append([])
-            groups[-1].append(i)
-            prev = i
-        return groups
+            if why is None:
+                claimed.append(i)
+        return consecutive_runs(claimed)
 
     def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
         """Why a node stays on the CPU: no kernel for the op, a dtype, an attribute, non-constant

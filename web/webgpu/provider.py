@@ -19,7 +19,7 @@ import numpy as np
 
 from onnxedge import executor, ir
 from onnxedge.errors import EPFail, InvalidArgument, OnnxEdgeError, RuntimeException
-from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+from onnxedge.providers.base import CompileContext, ExecutionProvider, Step, consecutive_runs
 
 from . import device as _device
 from . import types as _types
@@ -98,16 +98,8 @@ class WebGpuExecutionProvider(ExecutionProvider):
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
         """Runs of consecutive nodes that have kernels for their op, dtypes and attributes."""
         self._types = _types.infer(graph)
-        groups: List[List[int]] = []
-        prev = -2
-        for i, node in enumerate(graph.nodes):
-            if self._reason(node, ctx.opset_of(node)) is not None:
-                continue
-            if i != prev + 1 or not groups:
-                groups.append([])
-            groups[-1].append(i)
-            prev = i
-        return groups
+        return consecutive_runs(i for i, node in enumerate(graph.nodes)
+                                if self._reason(node, ctx.opset_of(node)) is None)
 
     def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
         """Why a node stays off the GPU: no kernel for the op, its dtype, or an attribute."""
