@@ -262,7 +262,7 @@ class BridgeProvider(ExecutionProvider):
         if unknown:
             raise InvalidArgument("%s: unknown option(s) %s; known: %s"
                                   % (self.name, unknown, sorted(known)))
-        self._reasons: Dict[int, Optional[str]] = {}
+        self._reasons: Dict[ir.Node, Optional[str]] = {}   # keyed by the node itself, not id()
         self.artifacts: Dict[str, Artifact] = {}     # key -> every artifact compiled, in order
         self.translated: List[str] = []              # keys this instance translated itself
         self.groups: List[Any] = []                  # (node indices, artifact key) per compile
@@ -318,14 +318,14 @@ class BridgeProvider(ExecutionProvider):
                 why = self.node_reason(node, graph, ctx, shapes)
             except Exception as e:   # a checker bug must cost a fallback, not the session
                 why = "%s could not check it: %s: %s" % (self.name, type(e).__name__, e)
-            self._reasons[id(node)] = why
+            self._reasons[node] = why
             if why is None:
                 claimed.append(i)
         groups = []
         for run in runs(claimed):
             if all(graph.nodes[i].op_type in self.TRIVIAL_OPS for i in run):
                 for i in run:
-                    self._reasons[id(graph.nodes[i])] = (
+                    self._reasons[graph.nodes[i]] = (
                         "a run of only %s is not worth a %s call"
                         % ("/".join(sorted({graph.nodes[j].op_type for j in run})), self.target))
                 continue
@@ -334,7 +334,7 @@ class BridgeProvider(ExecutionProvider):
 
     def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
         """Why get_capability passed over `node` (None when it claimed it)."""
-        return self._reasons.get(id(node), "not checked by %s" % self.name)
+        return self._reasons.get(node, "not checked by %s" % self.name)
 
     # ------------------------------------------------------------------ compile
     def artifact_for(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Artifact:

@@ -45,7 +45,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
             raise InvalidArgument("WasmSimdExecutionProvider: the wasm kernel module is not "
                                   "initialized (await onnxedgeWasm.init() in the page first)")
         self.profile: Optional[Dict[str, float]] = {} if self.options.get("profile") else None
-        self._reasons: Dict[int, Optional[str]] = {}
+        self._reasons: Dict[ir.Node, Optional[str]] = {}   # keyed by the node itself, not id()
 
     @classmethod
     def is_available(cls) -> bool:
@@ -64,7 +64,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
         claimed = []
         for i, node in enumerate(graph.nodes):
             why = claims.reason(node, graph.type_of, consts)
-            self._reasons[id(node)] = why
+            self._reasons[node] = why
             if why is None:
                 claimed.append(i)
         return consecutive_runs(claimed)
@@ -72,8 +72,8 @@ class WasmSimdExecutionProvider(ExecutionProvider):
     def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
         """Why a node stays on the CPU: no kernel for the op, a dtype, an attribute, non-constant
         weights (None when the provider runs it)."""
-        if id(node) in self._reasons:
-            return self._reasons[id(node)]
+        if node in self._reasons:
+            return self._reasons[node]
         return claims.reason(node, lambda name: None, {})
 
     # ------------------------------------------------------------------ compile
