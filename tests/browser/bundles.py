@@ -43,6 +43,36 @@ JS_TENSOR_CODEC = """
 """
 
 
+def encode_array(x: Any) -> Dict[str, Any]:
+    """A numpy array as the {type, dims, b64} that JS_TENSOR_CODEC's `decode` reads."""
+    import base64
+    import numpy as np
+    return {"type": str(x.dtype), "dims": list(x.shape),
+            "b64": base64.b64encode(np.ascontiguousarray(x).tobytes()).decode()}
+
+
+def decode_array(t: Dict[str, Any]) -> Any:
+    """The numpy array of a {type, dims, b64} that JS_TENSOR_CODEC's `encode` wrote."""
+    import base64
+    import numpy as np
+    return np.frombuffer(base64.b64decode(t["b64"]), np.dtype(t["type"])).reshape(t["dims"])
+
+
+def assert_page_outputs(got: Dict[str, Any], expected: Dict[str, Any], rtol: float, atol: float,
+                        label: str = "") -> float:
+    """Check the page's outputs ({"names", "outputs"} of a run) against expected {name: array}:
+    same names in order, shapes, dtypes and values within rtol/atol; the largest |difference|."""
+    import numpy as np
+    assert got["names"] == list(expected), label
+    worst = 0.0
+    for name, want in expected.items():
+        have = decode_array(got["outputs"][name])
+        assert have.shape == want.shape and have.dtype == want.dtype, (label, name)
+        np.testing.assert_allclose(have, want, rtol=rtol, atol=atol, err_msg="%s %s" % (label, name))
+        worst = max(worst, float(np.max(np.abs(have.astype(np.float64) - want))) if want.size else 0.0)
+    return worst
+
+
 @pytest.fixture(scope="session")
 def demo_files() -> Dict[str, str]:
     """The demo MLP and digit CNN in demo/models/, made as `make demo` makes them when missing

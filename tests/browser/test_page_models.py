@@ -9,7 +9,6 @@ tolerance (the largest differences measured are printed in the terminal summary)
 """
 from __future__ import annotations
 
-import base64
 import os
 import sys
 from typing import Any, Dict
@@ -20,7 +19,7 @@ import pytest
 
 import onnxedge
 
-from bundles import JS_TENSOR_CODEC, wait_state
+from bundles import JS_TENSOR_CODEC, assert_page_outputs, decode_array, encode_array, wait_state
 from conftest import ROOT, SUMMARY
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -47,19 +46,6 @@ async ({model, feeds}) => {
   return result;
 }
 """
-
-TYPES = {np.dtype(np.float32): "float32", np.dtype(np.int64): "int64"}
-ARRAYS = {"float32": np.float32, "int64": np.int64}
-
-
-def _encode(x: np.ndarray) -> Dict[str, Any]:
-    return {"type": TYPES[x.dtype], "dims": list(x.shape),
-            "b64": base64.b64encode(np.ascontiguousarray(x).tobytes()).decode()}
-
-
-def _decode(t: Dict[str, Any]) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(t["b64"]), ARRAYS[t["type"]]).reshape(t["dims"])
-
 
 @pytest.fixture(scope="module")
 def model_files(tmp_path_factory) -> Dict[str, str]:
@@ -98,22 +84,15 @@ def test_model_in_page_matches_onnxruntime(name: str, models_page: Any,
     ref = onnxruntime.InferenceSession(model_files[name], providers=["CPUExecutionProvider"])
     expected = dict(zip([o.name for o in ref.get_outputs()], ref.run(None, feeds)))
     got = models_page.evaluate(RUN_JS, {"model": "models/%s.oxe" % name,
-                                        "feeds": {k: _encode(v) for k, v in feeds.items()}})
+                                        "feeds": {k: encode_array(v) for k, v in feeds.items()}})
     native = onnxedge.InferenceSession(model_files[name], providers=["CPUExecutionProvider"])
     native_out = dict(zip([o.name for o in native.get_outputs()], native.run(None, feeds)))
-    assert got["names"] == list(expected)
-    worst = 0.0
-    for out_name, want in expected.items():
-        have = _decode(got["outputs"][out_name])
-        assert have.shape == want.shape and have.dtype == want.dtype, out_name
-        np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL, err_msg=out_name)
-        np.testing.assert_allclose(have, native_out[out_name], rtol=RTOL, atol=ATOL,
-                                   err_msg="%s vs native onnxedge" % out_name)
-        worst = max(worst, float(np.max(np.abs(have.astype(np.float64) - want))))
+    worst = assert_page_outputs(got, expected, RTOL, ATOL, name + " vs onnxruntime")
+    assert_page_outputs(got, native_out, RTOL, ATOL, name + " vs native onnxedge")
     if name == "digits":
         labels = np.load(os.path.join(os.path.dirname(model_files["digits"]),
                                       "digits_samples.npz"))["labels"]
-        accuracy = float(np.mean(_decode(got["outputs"]["probabilities"]).argmax(axis=1) == labels))
+        accuracy = float(np.mean(decode_array(got["outputs"]["probabilities"]).argmax(axis=1) == labels))
         assert accuracy >= 0.9
     SUMMARY.append("model %-13s in the page (onnxedge.js, 'wasm'): run %8.1f ms, max |diff| vs "
                    "onnxruntime %.2g" % (name, got["runMs"], worst))

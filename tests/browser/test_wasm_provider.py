@@ -20,7 +20,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from bundles import JS_TENSOR_CODEC
+from bundles import JS_TENSOR_CODEC, assert_page_outputs, encode_array
 from conftest import ROOT, SUMMARY
 from server import PageServer, local_only_context
 
@@ -64,19 +64,6 @@ async ({model, feeds, options}) => {
 }
 """
 
-TYPES = {np.dtype(np.float32): "float32", np.dtype(np.int64): "int64"}
-
-
-def _encode(x: np.ndarray) -> Dict[str, Any]:
-    return {"type": TYPES[x.dtype], "dims": list(x.shape),
-            "b64": base64.b64encode(np.ascontiguousarray(x).tobytes()).decode()}
-
-
-def _decode(t: Dict[str, Any]) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(t["b64"]), {"float32": np.float32, "int64": np.int64}[t["type"]]
-                         ).reshape(t["dims"])
-
-
 @pytest.fixture(scope="module")
 def model_files(tmp_path_factory) -> Dict[str, str]:
     return models.build_all(str(tmp_path_factory.mktemp("wasm-models")), MODELS)
@@ -116,20 +103,13 @@ def pages(bundle_page: Any, wasm_bundle: Any) -> Dict[int, Any]:
 def _run(page: Any, model: Any, feeds: Dict[str, np.ndarray], **options: Any) -> Dict[str, Any]:
     options.setdefault("executionProviders", ["wasm"])
     return page.evaluate(RUN_JS, {"model": model, "options": options,
-                                  "feeds": {k: _encode(v) for k, v in feeds.items()}})
+                                  "feeds": {k: encode_array(v) for k, v in feeds.items()}})
 
 
 def _check(name: str, got: Dict[str, Any], path: str, feeds: Dict[str, np.ndarray]) -> float:
     ref = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     expected = dict(zip([o.name for o in ref.get_outputs()], ref.run(None, feeds)))
-    assert got["names"] == list(expected)
-    worst = 0.0
-    for out_name, want in expected.items():
-        have = _decode(got["outputs"][out_name])
-        assert have.shape == want.shape and have.dtype == want.dtype, out_name
-        np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL, err_msg="%s %s" % (name, out_name))
-        worst = max(worst, float(np.max(np.abs(have.astype(np.float64) - want))))
-    return worst
+    return assert_page_outputs(got, expected, RTOL, ATOL, name)
 
 
 @pytest.mark.parametrize("threads", (1, 2))
