@@ -43,8 +43,9 @@ def _as_pairs(c: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 # numpy.fft aborts Pyodide 0.17.1's interpreter in Chromium (a wasm i64 call it cannot bridge):
-# in a page the transforms are matrix products with the DFT matrix instead.
+# in a page the transforms are done here in numpy (radix-2, Bluestein for other lengths).
 USE_NUMPY_FFT = sys.platform != "emscripten"
+_MATRIX_MAX = 64   # lengths up to this are one product with the DFT matrix
 
 
 def _fit(c: np.ndarray, n: int, axis: int) -> np.ndarray:
@@ -56,24 +57,64 @@ def _fit(c: np.ndarray, n: int, axis: int) -> np.ndarray:
     return np.pad(c, pad, mode="constant")
 
 
-def matrix_fft(c: np.ndarray, n: int, axis: int, inverse: bool = False) -> np.ndarray:
-    """numpy.fft.fft (or ifft) of c along axis with n points, as a product with the DFT matrix."""
-    c = _fit(np.asarray(c, dtype=np.complex128), n, axis)
+def _column(v: np.ndarray, ndim: int) -> np.ndarray:
+    """A 1-D vector shaped to broadcast along the first axis of an ndim array."""
+    return v.reshape((-1,) + (1,) * (ndim - 1))
+
+
+def _fft_pow2(c: np.ndarray, sign: int) -> np.ndarray:
+    """Unnormalized DFT (exponent sign `sign`) along the first axis, a power-of-two length:
+    small DFTs of the strided subsequences, then radix-2 butterflies, all vectorized."""
+    n, rest = c.shape[0], c.shape[1:]
+    m = min(n, 32)
+    k = np.arange(m)
+    x = np.tensordot(np.exp(sign * 2j * np.pi * np.outer(k, k) / m),
+                     c.reshape((m, n // m) + rest), axes=([1], [0]))
+    while x.shape[0] < n:
+        half = x.shape[1] // 2
+        even, odd = x[:, :half], x[:, half:]
+        twiddle = _column(np.exp(sign * 1j * np.pi * np.arange(x.shape[0]) / x.shape[0]), x.ndim)
+        x = np.concatenate([even + twiddle * odd, even - twiddle * odd], axis=0)
+    return x.reshape((n,) + rest)
+
+
+def _dft(c: np.ndarray, sign: int) -> np.ndarray:
+    """Unnormalized DFT along the first axis, any length, O(n log n) memory and time beyond
+    _MATRIX_MAX points (Bluestein's chirp-z through power-of-two transforms)."""
+    n = c.shape[0]
     k = np.arange(n)
-    w = np.exp((2j if inverse else -2j) * np.pi * (np.outer(k, k) % n) / n)
-    y = np.moveaxis(np.tensordot(np.moveaxis(c, axis, -1), w, axes=([-1], [0])), -1, axis)
+    if n <= _MATRIX_MAX:
+        w = np.exp(sign * 2j * np.pi * (np.outer(k, k) % n) / n)
+        return np.tensordot(w, c, axes=([1], [0]))
+    if n & (n - 1) == 0:
+        return _fft_pow2(c, sign)
+    chirp = np.exp(sign * 1j * np.pi * ((k * k) % (2 * n)) / n)
+    m = 1 << (2 * n - 2).bit_length()
+    a = np.zeros((m,) + c.shape[1:], dtype=np.complex128)
+    a[:n] = c * _column(chirp, c.ndim)
+    b = np.zeros(m, dtype=np.complex128)
+    b[:n] = np.conj(chirp)
+    b[m - n + 1:] = np.conj(chirp[1:][::-1])
+    conv = _fft_pow2(_fft_pow2(a, -1) * _column(_fft_pow2(b, -1), c.ndim), 1) / m
+    return conv[:n] * _column(chirp, c.ndim)
+
+
+def plain_fft(c: np.ndarray, n: int, axis: int, inverse: bool = False) -> np.ndarray:
+    """numpy.fft.fft (or ifft) of c along axis with n points, without numpy.fft."""
+    c = np.moveaxis(_fit(np.asarray(c, dtype=np.complex128), n, axis), axis, 0)
+    y = np.moveaxis(_dft(c, 1 if inverse else -1), 0, axis)
     return y / n if inverse else y
 
 
-def matrix_irfft(c: np.ndarray, n: int, axis: int) -> np.ndarray:
+def plain_irfft(c: np.ndarray, n: int, axis: int) -> np.ndarray:
     """numpy.fft.irfft of a one-sided spectrum c along axis (n real points)."""
     half = _fit(np.asarray(c, dtype=np.complex128), n // 2 + 1, axis)
     mirror = np.conj(np.take(half, np.arange((n + 1) // 2 - 1, 0, -1), axis=axis))
-    return matrix_fft(np.concatenate([half, mirror], axis=axis), n, axis, inverse=True).real
+    return plain_fft(np.concatenate([half, mirror], axis=axis), n, axis, inverse=True).real
 
 
 def _fft(c: np.ndarray, n: int, axis: int) -> np.ndarray:
-    return np.fft.fft(c, n=n, axis=axis) if USE_NUMPY_FFT else matrix_fft(c, n, axis)
+    return np.fft.fft(c, n=n, axis=axis) if USE_NUMPY_FFT else plain_fft(c, n, axis)
 
 
 def dft(op: str, x: np.ndarray, length: Optional[int], axis: int, inverse: int,
@@ -93,10 +134,10 @@ def dft(op: str, x: np.ndarray, length: Optional[int], axis: int, inverse: int,
     if inverse:
         if onesided:
             y = np.fft.irfft(sig, n=length, axis=ax) if USE_NUMPY_FFT \
-                else matrix_irfft(sig, length, ax)
+                else plain_irfft(sig, length, ax)
             return y[..., None].astype(x.dtype)
         y = np.fft.ifft(sig, n=length, axis=ax) if USE_NUMPY_FFT \
-            else matrix_fft(sig, length, ax, inverse=True)
+            else plain_fft(sig, length, ax, inverse=True)
         return _as_pairs(y, x.dtype)
     y = _fft(sig, length, ax)
     if onesided:
