@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from neon_helpers import NEON, ensure_built, ort_run
+from tolerance import assert_close_to_reference, conv_reference
 
 ensure_built()
 
@@ -57,8 +58,9 @@ def test_sgemm_register_tile_grid(lib):
                 bias = rng.standard_normal(M if kind == L.BIAS_ROW else N).astype(np.float32)
                 got = lib.sgemm(a, b, bias=bias if kind else None, bias_kind=kind, act=act, act_params=params)
                 want = _gemm_ref(a, b, bias=bias, kind=kind, act=act, params=params)
-                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(K),
-                                           err_msg="M=%d N=%d K=%d bias %d %s" % (M, N, K, kind, act))
+                bound = _gemm_ref(np.abs(a), np.abs(b), bias=np.abs(bias), kind=kind)
+                assert_close_to_reference(got, want, bound, K + 1,
+                                          "M=%d N=%d K=%d bias %d %s" % (M, N, K, kind, act))
                 i += 1
 
 
@@ -77,13 +79,15 @@ def test_sgemm_plan_any_m(lib, ta, tb):
         A = np.ascontiguousarray(a.T) if ta else a
         y = np.empty((M, N), np.float32)
         lib.check(plan.fn(plan.addr, M, L.data_address(A)[1], None, L.data_address(y)[1]), "plan")
-        np.testing.assert_allclose(y, _gemm_ref(a, b, bias=bias, kind=L.BIAS_COL, act="Relu"),
-                                   rtol=1e-4, atol=1e-4)
+        assert_close_to_reference(y, _gemm_ref(a, b, bias=bias, kind=L.BIAS_COL, act="Relu"),
+                                  _gemm_ref(np.abs(a), np.abs(b), bias=np.abs(bias), kind=L.BIAS_COL),
+                                  K + 1, "plan M=%d" % M)
         np.testing.assert_array_equal(y, lib.sgemm(A, B, bool(ta), bool(tb), bias=bias,
                                                    bias_kind=L.BIAS_COL, act="Relu"))
         lib.check(unpacked.fn(unpacked.addr, M, L.data_address(A)[1], L.data_address(B)[1],
                               L.data_address(y)[1]), "plan, B per call")
-        np.testing.assert_allclose(y, _gemm_ref(a, b, alpha=0.5), rtol=1e-4, atol=1e-4)
+        assert_close_to_reference(y, _gemm_ref(a, b, alpha=0.5), _gemm_ref(np.abs(a), np.abs(b), alpha=0.5),
+                                  K, "unpacked plan M=%d" % M)
     with pytest.raises(onnxedge.InvalidArgument, match="bias has 3 values, expected 29"):
         lib.sgemm_plan(N, K, bias=np.ones(3, np.float32))
 
@@ -106,11 +110,12 @@ def test_conv_auto_and_plan(lib, xs, ws, group, strides, dil, pads):
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal((ws[0], xs[1] // group, ws[1], ws[2])).astype(np.float32)
     b = rng.standard_normal(ws[0]).astype(np.float32)
-    want = np.maximum(np_conv(x, w, b, group=group, strides=list(strides), dilations=list(dil),
-                              pads=list(pads)), 0)
+    want, bound, k = conv_reference(np_conv, x, w, b, group=group, strides=list(strides),
+                                    dilations=list(dil), pads=list(pads))
+    want = np.maximum(want, 0)
     out = want.shape[2:]
     got = lib.conv2d(x, w, b, group, strides, dil, pads, out, act="Relu")
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert_close_to_reference(got, want, bound, k, "conv + Relu")
     for packed in (None, lib.conv_pack(w, group)):
         plan = lib.conv_plan(x.shape, w, b, group, strides, dil, pads, out, "Relu", packed_w=packed)
         y = np.empty(want.shape, np.float32)
@@ -191,8 +196,12 @@ def test_scratch_is_per_thread_under_concurrent_callers(pool_threads):
         t.join()
     k.set_num_threads(2)
     assert not errors, errors[0]
-    np.testing.assert_allclose(alone[5][0], np_conv(jobs[5][0], jobs[5][1], None, pads=[1, 1, 1, 1]),
-                               rtol=1e-4, atol=1e-4)
+    for i, (x, w, a, b) in enumerate(jobs):
+        want, bound, k = conv_reference(np_conv, x, w, None, pads=[1, 1, 1, 1])
+        assert_close_to_reference(alone[i][0], want, bound, k, "conv of job %d" % i)
+        g64 = a.astype(np.float64) @ b
+        assert_close_to_reference(alone[i][1], g64, np.abs(a).astype(np.float64) @ np.abs(b),
+                                  a.shape[1], "sgemm of job %d" % i)
 
 
 def test_data_address():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from neon_helpers import ensure_built
+from tolerance import activation_bound, assert_close_to_reference, conv_reference
 
 ensure_built()
 
@@ -54,8 +55,9 @@ def test_sgemm_shapes_and_transposes(lib, M, N, K, ta, tb):
     A = np.ascontiguousarray(a.T) if ta else a
     B = np.ascontiguousarray(b.T) if tb else b
     want = 0.75 * (a.astype(np.float64) @ b) - 1.5 * c
+    bound = 0.75 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1.5 * np.abs(c)
     got = lib.sgemm(A, B, bool(ta), bool(tb), alpha=0.75, beta=-1.5, c=c)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1, np.sqrt(K)))
+    assert_close_to_reference(got, want, bound, K + 1, "sgemm")
     pa, pb = lib.pack_a(A, bool(ta)), lib.pack_b(B, bool(tb))
     got2 = lib.sgemm(A, B, bool(ta), bool(tb), alpha=0.75, beta=-1.5, c=c, packed_a=pa, packed_b=pb)
     np.testing.assert_allclose(got2, got, rtol=1e-6, atol=1e-6)
@@ -71,12 +73,14 @@ def test_sgemm_epilogues(lib, act, params, kind):
     a = rng.standard_normal((M, K)).astype(np.float32) / 8
     b = rng.standard_normal((K, N)).astype(np.float32)
     bias = rng.standard_normal(M if kind == L.BIAS_ROW else N).astype(np.float32)
+    b_abs = np.abs(bias[:, None] if kind == L.BIAS_ROW else bias[None, :])
     pre = a.astype(np.float64) @ b + (bias[:, None] if kind == L.BIAS_ROW else bias[None, :])
+    bound = activation_bound(np.abs(a).astype(np.float64) @ np.abs(b) + b_abs, act)
     want = _np_act(pre, act, params)
     got = lib.sgemm(a, b, bias=bias, bias_kind=kind, act=act, act_params=params)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert_close_to_reference(got, want, bound, K + 1, "sgemm " + act, rel=1e-5)
     ref = lib.sgemm(a, b, bias=bias, bias_kind=kind, act=act, act_params=params, reference=True)
-    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    assert_close_to_reference(ref, want, bound, K + 1, "reference sgemm " + act, rel=1e-5)
 
 
 def _geometry(H, W, k, s, d, pads):
@@ -104,19 +108,19 @@ def test_conv_paths_against_numpy(lib, xs, ws, group, strides, dil, pads, paths)
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal((ws[0], xs[1] // group, ws[1], ws[2])).astype(np.float32)
     b = rng.standard_normal(ws[0]).astype(np.float32)
-    want = np_conv(x, w, b, group=group, strides=list(strides), dilations=list(dil),
-                   pads=[pads[0], pads[1], pads[2], pads[3]])
+    want, bound, k = conv_reference(np_conv, x, w, b, group=group, strides=list(strides),
+                                    dilations=list(dil), pads=[pads[0], pads[1], pads[2], pads[3]])
     out = _geometry(xs[2], xs[3], ws[1:], strides, dil, pads)
     assert want.shape[2:] == out
     ref = lib.conv2d(x, w, b, group, strides, dil, pads, out, reference=True)
-    np.testing.assert_allclose(ref, want, rtol=1e-5, atol=1e-5)
+    assert_close_to_reference(ref, want, bound, k, "reference conv")
     packed = lib.conv_pack(w, group)
     for path in paths:
         got = lib.conv2d(x, w, b, group, strides, dil, pads, out, path=path)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=path)
+        assert_close_to_reference(got, want, bound, k, path)
         if path == "im2col":
             got = lib.conv2d(x, w, b, group, strides, dil, pads, out, path=path, packed_w=packed)
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg="packed")
+            assert_close_to_reference(got, want, bound, k, "packed")
 
 
 def test_conv_fused_activation_and_forced_path_mismatch(lib):
@@ -125,8 +129,8 @@ def test_conv_fused_activation_and_forced_path_mismatch(lib):
     w = rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
     got = lib.conv2d(x, w, None, 4, (1, 1), (1, 1), (1, 1, 1, 1), (6, 6), act="Clip",
                      act_params=(0.0, 0.5))
-    want = np.clip(np_conv(x, w, None, group=4, pads=[1, 1, 1, 1]), 0, 0.5)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    want, bound, k = conv_reference(np_conv, x, w, None, group=4, pads=[1, 1, 1, 1])
+    assert_close_to_reference(got, np.clip(want, 0, 0.5), bound, k, "conv + Clip")
     with pytest.raises(InvalidArgument, match="rejected"):   # depthwise path on a dense conv
         lib.conv2d(x, rng.standard_normal((4, 4, 3, 3)).astype(np.float32), None, 1, (1, 1),
                    (1, 1), (1, 1, 1, 1), (6, 6), path="depthwise")
