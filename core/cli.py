@@ -157,9 +157,28 @@ def _shape_text(arg: Any) -> str:
     return "[" + ", ".join(str(d) if d is not None else "?" for d in arg.shape) + "]"
 
 
+def _print_missing_kernels(path: str) -> bool:
+    """Print every op of the model (as in the file, subgraphs included) that this build has no
+    kernel for, with its domain and opset; True when there is any."""
+    from . import executor, model_io
+    model = model_io.load(path)
+    functions = {(f.domain, f.name): f for f in model.functions}
+    missing = executor.unsupported_ops(model.graph.nodes, dict(model.opset_imports), functions)
+    if missing:
+        print("model: %s" % path)
+        print("this onnxedge build has no kernel for %d op(s) the model uses:" % len(missing))
+        for node in missing:
+            print("  %-32s domain %-16s opset %d   (first used by %s)"
+                  % (node.op_type, node.domain or "ai.onnx",
+                     model.opset_imports.get(node.domain, 0), node.describe()))
+    return bool(missing)
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Print a model's inputs, outputs, opsets, op histogram and partition."""
     from .session import InferenceSession, SessionOptions
+    if _print_missing_kernels(args.model):
+        return 1
     opts = SessionOptions()
     opts.graph_optimization_level = _LEVELS[args.optimize]
     sess = InferenceSession(args.model, opts, providers=_bridge_providers(

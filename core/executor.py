@@ -6,12 +6,12 @@ its last use; `GraphRunner` runs whole (sub)graphs: If/Loop/Scan bodies and mode
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import ir
-from .errors import InvalidGraph, OnnxEdgeError, RuntimeException
+from .errors import InvalidGraph, NotImplemented, OnnxEdgeError, RuntimeException
 from .kernels import registry
 from .kernels.registry import KernelContext
 
@@ -222,16 +222,42 @@ class GraphRunner:
         return self.child(sub).run(feeds, env)
 
 
+def unsupported_ops(nodes: Iterable[ir.Node], opsets: Dict[str, int],
+                    functions: Optional[Dict[Any, ir.Function]] = None) -> List[ir.Node]:
+    """The first node of each (domain, op type) that no kernel of this build serves at the
+    model's opset (subgraphs included), in graph order."""
+    missing: Dict[Tuple[str, str], ir.Node] = {}
+
+    def walk(graph_nodes: Iterable[ir.Node]) -> None:
+        for node in graph_nodes:
+            key = (node.domain, node.op_type)
+            if key not in (functions or {}) and key not in missing and \
+                    registry.find(node.domain, node.op_type, opsets.get(node.domain, 0)) is None:
+                missing[key] = node
+            for _, sub in node.subgraphs():
+                walk(sub.nodes)
+    walk(nodes)
+    return list(missing.values())
+
+
 def check_supported(nodes: Iterable[ir.Node], opsets: Dict[str, int],
                     functions: Optional[Dict[Any, ir.Function]] = None) -> None:
-    """Raise NotImplemented for the first node (subgraphs included) no kernel serves."""
-    for node in nodes:
-        if (node.domain, node.op_type) in (functions or {}):
-            continue
-        registry.resolve(node.domain, node.op_type, opsets.get(node.domain, 0))
-        for _, sub in node.subgraphs():
-            check_supported(sub.nodes, opsets, functions)
+    """Raise NotImplemented naming every op (subgraphs included) no kernel serves: the first
+    one's full message (with a reduced build's rebuild hint), then the others."""
+    missing = unsupported_ops(nodes, opsets, functions)
+    if not missing:
+        return
+    first = missing[0]
+    try:
+        registry.resolve(first.domain, first.op_type, opsets.get(first.domain, 0))
+    except NotImplemented as err:
+        if len(missing) == 1:
+            raise
+        others = ", ".join("%s (domain %s, opset %d)" % (n.op_type, n.domain or "ai.onnx",
+                                                           opsets.get(n.domain, 0))
+                           for n in missing[1:])
+        raise NotImplemented("%s; this build also lacks %s" % (err, others)) from None
 
 
 __all__ = ["GraphRunner", "compile_node", "run_compiled", "last_uses", "node_reads",
-           "check_supported", "function_kernel"]
+           "check_supported", "unsupported_ops", "function_kernel"]
