@@ -54,3 +54,13 @@ def test_zoo_model_matches_onnxruntime(family, model):
     built = zoo.ensure_built(family, model)
     names, expected, got = _run_both(built["path"], built["feeds"])
     compare_outputs(model, names, expected, got)
+
+
+def test_zoo_table_in_the_docs_lists_every_model():
+    """docs/ZOO.md (tests/zoo/report.py) is regenerated when the zoo changes."""
+    import os
+    doc = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "docs", "ZOO.md")
+    text = open(doc).read() if os.path.exists(doc) else ""
+    missing = ["%s/%s" % (f, m.name) for f, m in CASES if "| %s/%s |" % (f, m.name) not in text]
+    assert not missing, "docs/ZOO.md lacks %s: run python3 tests/zoo/report.py" % missing
