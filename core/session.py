@@ -129,9 +129,9 @@ def _normalize_providers(providers: Optional[Sequence[Any]],
     out = []
     for i, p in enumerate(providers):
         if isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str):
-            name, opts = p[0], dict(p[1] or {})
+            name, opts = discovery.canonical_name(p[0]), dict(p[1] or {})
         elif isinstance(p, str):
-            name, opts = p, {}
+            name, opts = discovery.canonical_name(p), {}
         else:
             raise InvalidArgument("providers[%d] is %r: expected a provider name or a "
                                   "(name, options dict) tuple" % (i, p))
@@ -249,8 +249,9 @@ class InferenceSession:
         out: List[ExecutionProvider] = []
         for name, opts in requested:
             if name not in classes:
-                raise InvalidArgument("unknown execution provider %r; this build knows %s"
-                                      % (name, sorted(classes)))
+                log.warning("execution provider %r is not in this build (it knows %s): skipped, "
+                            "as onnxruntime skips providers it does not have", name, sorted(classes))
+                continue
             if any(p.name == name for p in out):
                 continue
             if not classes[name].is_available() and not opts.get("reference"):

@@ -21,6 +21,18 @@ KNOWN = ["WebGpuExecutionProvider", "WasmSimdExecutionProvider", "CoreMLExecutio
          "NnapiExecutionProvider", "NeonExecutionProvider", "CPUExecutionProvider"]
 
 
+# onnxruntime-web's short names (and the CLI's), for the providers that have one
+SHORT_NAMES = {"cpu": "CPUExecutionProvider", "webgpu": "WebGpuExecutionProvider",
+               "wasm": "WasmSimdExecutionProvider", "neon": "NeonExecutionProvider",
+               "coreml": "CoreMLExecutionProvider", "nnapi": "NnapiExecutionProvider"}
+
+
+def canonical_name(name: str) -> str:
+    """The provider name for a short name ('cpu', 'wasm', 'webgpu', ...; any case); other names
+    are returned as given."""
+    return SHORT_NAMES.get(name.strip().lower(), name.strip())
+
+
 def _entry_points(group: str) -> list:
     try:
         from importlib import metadata

@@ -303,6 +303,7 @@ class WgpuDevice(Device):
     def create(cls, power_preference: str = "high-performance",
                want_f16: bool = False) -> "WgpuDevice":
         """Find an adapter and open a device on it; raises RuntimeError when there is none."""
+        _quiet_runtime_dir()
         import wgpu
         adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
         if adapter is None:
@@ -415,6 +416,17 @@ def padded_size(nbytes: int) -> int:
 
 _DEFAULT: Dict[Tuple[str, bool], Any] = {}
 _DEFAULT_LOCK = threading.Lock()
+
+
+def _quiet_runtime_dir() -> None:
+    """Give the native WebGPU stack a private XDG_RUNTIME_DIR when the environment has none:
+    without one its Vulkan loader prints "XDG_RUNTIME_DIR is invalid" to stderr on every probe."""
+    import os
+    import tempfile
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current):
+        return
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="onnxedge-xdg-")   # mode 0700
 
 
 def default_device(power_preference: str = "high-performance", want_f16: bool = False) -> Device:
