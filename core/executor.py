@@ -13,6 +13,7 @@ import numpy as np
 from . import ir
 from .errors import InvalidGraph, NotImplemented, OnnxEdgeError, RuntimeException
 from .kernels import registry
+from .kernels._util import check_run
 from .kernels.registry import KernelContext
 
 Env = Dict[str, Any]
@@ -142,8 +143,15 @@ def _fail(node: ir.Node, opset: int, err: BaseException) -> OnnxEdgeError:
 
 def run_compiled(steps: List[_Compiled], env: Env,
                  run_subgraph: Callable[[ir.Graph, Dict[str, Any], Env], List[Any]]) -> None:
-    """Run compiled nodes in order on `env`, freeing values after their last use."""
+    """Run compiled nodes in order on `env`, freeing values after their last use.
+
+    Before each node, the run stops (RuntimeException) when its RunOptions.terminate was set or
+    its time limit has passed."""
     for c in steps:
+        try:
+            check_run()
+        except RuntimeException as e:
+            raise RuntimeException("%s (stopped before %s)" % (e, c.node.describe())) from None
         try:
             args = [env[name] if name else None for name in c.ins]
         except KeyError as e:

@@ -11,6 +11,8 @@ import numpy as np
 
 from . import checker, dtypes, executor, ir, optimizer_stamp
 from .errors import InvalidArgument, InvalidGraph, NoModel
+from .kernels._util import (MAX_TENSOR_BYTES_KEY, RUN_TIMEOUT_MS_KEY, RunLimits, check_run,
+                            default_max_tensor_bytes, use_limits)
 from .partition import Plan, build_plan
 from .providers import discovery
 from .providers.base import CompileContext, ExecutionProvider
@@ -42,7 +44,15 @@ _SEVERITY = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.E
 
 
 class SessionOptions:
-    """Options of a session, with onnxruntime's names and defaults."""
+    """Options of a session, with onnxruntime's names and defaults.
+
+    onnxedge's own config entries (`add_session_config_entry`):
+    "session.max_tensor_bytes": the most bytes one tensor that a kernel sizes from input values
+    (ConstantOfShape, Expand, Tile, Range, Pad, Resize, OneHot, Loop scan outputs, ...) may take;
+    larger requests raise RuntimeException before allocating. Default: half the physical memory.
+    "session.run_timeout_ms": a time limit for each `run` (0: none; RunOptions.run_timeout_ms
+    overrides it per run); a run past it raises RuntimeException.
+    """
 
     def __init__(self) -> None:
         self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -71,7 +81,10 @@ class SessionOptions:
 
 
 class RunOptions:
-    """Per-run options, as in onnxruntime."""
+    """Per-run options, as in onnxruntime. Setting `terminate` to True from another thread stops
+    a run in progress (between nodes and Loop/Scan iterations) with RuntimeException.
+    `run_timeout_ms` (onnxedge's own; 0: the session's "session.run_timeout_ms") limits the run's
+    time the same way."""
 
     def __init__(self) -> None:
         self.log_severity_level = 2
@@ -79,6 +92,7 @@ class RunOptions:
         self.run_tag = ""
         self.terminate = False
         self.only_execute_path_to_fetches = False
+        self.run_timeout_ms = 0
 
 
 class NodeArg:
@@ -177,6 +191,9 @@ class InferenceSession:
                  provider_options: Optional[Sequence[Dict[str, Any]]] = None, **kwargs: Any):
         self._sess_options = sess_options or SessionOptions()
         opts = self._sess_options
+        self._max_tensor_bytes = _config_number(opts, MAX_TENSOR_BYTES_KEY,
+                                                default_max_tensor_bytes(), 1)
+        self._run_timeout_ms = _config_number(opts, RUN_TIMEOUT_MS_KEY, 0, 0)
         log.setLevel(_SEVERITY.get(int(opts.log_severity_level), logging.WARNING))
         if opts.intra_op_num_threads and opts.intra_op_num_threads > 0:
             set_blas_threads(int(opts.intra_op_num_threads))
@@ -320,8 +337,10 @@ class InferenceSession:
             run_options: Optional[RunOptions] = None) -> List[Any]:
         """Run the model; returns the requested outputs (all when output_names is None/empty)."""
         names, env = self._start_run(output_names, input_feed, run_options)
-        for step in self._plan.steps:
-            step.run(env)
+        with use_limits(self._run_limits(run_options)):
+            for step in self._plan.steps:
+                check_run()
+                step.run(env)
         return self._collect(env, names)
 
     @property
@@ -335,12 +354,28 @@ class InferenceSession:
         """`run` as a coroutine: awaits the steps whose device reads back asynchronously (WebGPU
         in a browser page, where blocking on the GPU is impossible); the same results as `run`."""
         names, env = self._start_run(output_names, input_feed, run_options)
-        for step in self._plan.steps:
-            if step.run_async is not None:
-                await step.run_async(env)
-            else:
-                step.run(env)
+        with use_limits(self._run_limits(run_options)):
+            for step in self._plan.steps:
+                check_run()
+                if step.run_async is not None:
+                    await step.run_async(env)
+                else:
+                    step.run(env)
         return self._collect(env, names)
+
+    def _run_limits(self, run_options: Optional[RunOptions]) -> RunLimits:
+        """The budgets of one run: the session's tensor budget, the run's (or else the
+        session's) time limit and the RunOptions whose `terminate` flag stops it."""
+        timeout = self._run_timeout_ms
+        if run_options is not None:
+            own = getattr(run_options, "run_timeout_ms", 0) or 0
+            if not isinstance(own, (int, float)) or isinstance(own, bool) or own < 0 \
+                    or own != own:
+                raise InvalidArgument("run_options.run_timeout_ms must be a number >= 0 "
+                                      "(0: no limit of its own), got %r" % (own,))
+            if own > 0:
+                timeout = own
+        return RunLimits(self._max_tensor_bytes, timeout, run_options)
 
     def _start_run(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
                    run_options: Optional[RunOptions]) -> Tuple[List[str], Dict[str, Any]]:
@@ -423,6 +458,22 @@ class InferenceSession:
         if isinstance(value, list):
             return [InferenceSession._own(v) for v in value]
         return value
+
+
+def _config_number(opts: SessionOptions, key: str, default: int, minimum: int) -> int:
+    """An integer session config entry (`default` when unset); InvalidArgument naming the key
+    when it is not an integer >= minimum."""
+    text = getattr(opts, "_config", {}).get(key)
+    if text is None:
+        return default
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise InvalidArgument("session config entry %r must be an integer >= %d, got %r"
+                              % (key, minimum, text))
+    return value
 
 
 def get_available_providers() -> List[str]:

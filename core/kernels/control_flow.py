@@ -7,6 +7,7 @@ from typing import Any, List
 import numpy as np
 
 from ..errors import InvalidArgument, InvalidGraph
+from ._util import check_run, check_tensor_bytes
 from .registry import register
 
 
@@ -25,6 +26,22 @@ def if_(ctx, cond, then_branch=None, else_branch=None):
         raise InvalidGraph("If node lacks its %s attribute" % ("then_branch" if branch is then_branch
                                                                 else "else_branch"))
     return tuple(ctx.run_graph(branch, {}))
+
+
+class _Accumulated:
+    """Slices a loop's scan outputs have collected so far, charged against the run's per-tensor
+    budget each iteration (the collected slices become one stacked tensor at the end)."""
+
+    def __init__(self, op: str, n: int):
+        self.op = op
+        self.count = [0] * n
+
+    def add(self, k: int, value: Any) -> None:
+        """Charge one more slice of scan output k; RuntimeException past the budget."""
+        if isinstance(value, np.ndarray):
+            self.count[k] += 1
+            check_tensor_bytes(self.op, [self.count[k]] + list(value.shape), value.dtype,
+                               "scan output %d" % k)
 
 
 def _stack(items: List[Any], axis: int = 0, reverse: bool = False) -> np.ndarray:
@@ -51,14 +68,17 @@ def loop(ctx, max_trip_count=None, cond=None, *initial, body=None):
     keep_going = True if cond is None else _as_bool(cond, "Loop condition")
     carried = list(initial)
     scans: List[List[Any]] = [[] for _ in range(n_scan)]
+    charged = _Accumulated("Loop", n_scan)
     i = 0
     while keep_going and (trip_limit is None or i < trip_limit):
+        check_run()
         feeds = {names[0]: np.array(i, dtype=np.int64), names[1]: np.array(keep_going)}
         feeds.update(zip(names[2:], carried))
         outs = ctx.run_graph(body, feeds)
         keep_going = _as_bool(outs[0], "Loop body condition output")
         carried = list(outs[1:1 + n_carried])
         for k in range(n_scan):
+            charged.add(k, outs[1 + n_carried + k])
             scans[k].append(outs[1 + n_carried + k])
         i += 1
     results: List[Any] = list(carried)
@@ -100,12 +120,15 @@ def _scan(ctx, states: List[Any], scan_inputs: List[Any], body: Any, directions_
     steps = lengths.pop() if lengths else 0
     n_out = len(body.outputs) - n_state
     collected: List[List[Any]] = [[] for _ in range(n_out)]
+    charged = _Accumulated("Scan", n_out)
     for t in range(steps):
+        check_run()
         feeds = dict(zip(names[:n_state], states))
         feeds.update((names[n_state + k], x[t]) for k, x in enumerate(inputs))
         outs = ctx.run_graph(body, feeds)
         states = list(outs[:n_state])
         for k in range(n_out):
+            charged.add(k, outs[n_state + k])
             collected[k].append(outs[n_state + k])
     results = list(states)
     for k in range(n_out):

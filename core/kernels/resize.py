@@ -12,7 +12,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import norm_axes
+from ._util import check_tensor_bytes, norm_axes
 from .registry import register
 
 _CT_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
@@ -186,11 +186,23 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32)
 
 
+def _check_budget(X: np.ndarray, out_shape: Sequence[int], p: "_Params") -> None:
+    """RuntimeException before allocating when the output, or the largest intermediate of the
+    axis-by-axis resampling, is over the run's per-tensor budget."""
+    dtype = X.dtype if p.mode == "nearest" or X.dtype.kind not in "fiu" \
+        else _compute_dtype(X.dtype)
+    check_tensor_bytes("Resize", out_shape, dtype)
+    widest = [max(int(a), int(b)) for a, b in zip(X.shape, out_shape)]
+    if widest != [int(n) for n in out_shape]:
+        check_tensor_bytes("Resize", widest, dtype, "intermediate result")
+
+
 def _interpolate(X: np.ndarray, out_shape: Sequence[int], scales: Sequence[float], p: _Params,
                  rois: Sequence[Optional[Tuple[float, float]]]) -> np.ndarray:
     """Resize X to out_shape, axis by axis; `scales` and `rois` are per axis of X."""
     if any(n < 0 for n in out_shape):
         raise InvalidArgument("Resize: output shape %s has a negative size" % (list(out_shape),))
+    _check_budget(X, out_shape, p)
     if list(out_shape) == list(X.shape):   # onnxruntime copies the input when no size changes
         return X.copy()
     if p.mode == "nearest":

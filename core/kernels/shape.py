@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import InvalidArgument, InvalidGraph
-from ._util import broadcast_shape, int_list, norm_axes, norm_axis, pick_outputs
+from ._util import (broadcast_shape, check_tensor_bytes, int_list, norm_axes, norm_axis,
+                    pick_outputs)
 from .registry import register
 
 
@@ -302,6 +303,7 @@ def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     if any(d < 0 for d in dims):
         raise InvalidArgument("Expand: shape %s has a negative dimension" % (dims,))
     out = broadcast_shape([x.shape, dims], "Expand")
+    check_tensor_bytes("Expand", out, x.dtype)
     return np.array(np.broadcast_to(x, out))
 
 
@@ -324,6 +326,7 @@ def _tile(x: np.ndarray, reps: List[int]) -> np.ndarray:
     if len(reps) != x.ndim or any(r < 0 for r in reps):
         raise InvalidArgument("Tile: repeats %s must hold %d non-negative values (the input rank)"
                               % (reps, x.ndim))
+    check_tensor_bytes("Tile", [d * r for d, r in zip(x.shape, reps)], x.dtype)
     return np.tile(x, reps) if reps else x.copy()
 
 
@@ -353,6 +356,7 @@ def _pad(x: np.ndarray, pads: Optional[List[int]], mode: str, value: Any,
         crop.append(slice(lo, hi))
     x = x[tuple(crop)]
     width = [(max(b, 0), max(e, 0)) for b, e in width]
+    check_tensor_bytes("Pad", [d + b + e for d, (b, e) in zip(x.shape, width)], x.dtype)
     if not any(b or e for b, e in width):
         return x.copy()
     if mode == "constant":
@@ -419,8 +423,10 @@ def constant_of_shape(shape: np.ndarray, *, value: Optional[np.ndarray] = None) 
     if any(d < 0 for d in dims):
         raise InvalidArgument("ConstantOfShape: shape %s has a negative dimension" % (dims,))
     if value is None:
+        check_tensor_bytes("ConstantOfShape", dims, np.float32)
         return np.zeros(dims, dtype=np.float32)
     v = np.asarray(value)
+    check_tensor_bytes("ConstantOfShape", dims, v.dtype)
     return np.full(dims, _scalar(v, "ConstantOfShape", "value"), dtype=v.dtype)
 
 
@@ -436,6 +442,7 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *,
         if d == 0:
             raise InvalidArgument("Range: delta must not be 0")
         n = max(-((s - l) // d), 0)
+        check_tensor_bytes("Range", [n], np.int64)
         return (np.arange(n, dtype=np.int64) * d + s).astype(dt)
     s, l, d = float(s), float(l), float(d)
     if d == 0 or math.isnan(d):
@@ -444,6 +451,7 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *,
     if math.isnan(count) or math.isinf(count):
         raise InvalidArgument("Range: cannot count the steps from %r to %r by %r" % (s, l, d))
     n = max(int(math.ceil(count)), 0)
+    check_tensor_bytes("Range", [n], np.float64 if dt != np.float32 else dt)
     if dt == np.float32:
         return np.float32(s) + np.arange(n, dtype=np.float32) * np.float32(d)
     return (s + np.arange(n, dtype=np.float64) * d).astype(dt)
