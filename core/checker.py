@@ -1,11 +1,86 @@
 """Structural checks of an IR graph before it runs: every read is defined, outputs are unique,
-nodes are in topological order (sorted when they are not), and the graph has no cycle."""
+nodes are in topological order (sorted when they are not), and the graph has no cycle.
+
+Op types and domains must be plain identifiers (`check_op_identifiers`): tools write them into
+generated files (a reduced build's kernel index, config files, shell hints), so a model must not
+be able to smuggle quotes, newlines or code through them. Both loaders refuse such a model.
+"""
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Set
+import re
+from typing import Dict, Iterable, List, Optional, Set
 
 from . import ir
 from .errors import InvalidGraph
+
+
+OP_TYPE_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
+DOMAIN_PATTERN = r"(?:%s(?:\.%s)*)?" % (OP_TYPE_PATTERN, OP_TYPE_PATTERN)
+_OP_TYPE = re.compile(OP_TYPE_PATTERN + r"\Z")
+_DOMAIN = re.compile(DOMAIN_PATTERN + r"\Z")
+
+
+def is_op_type(text: object) -> bool:
+    """True when `text` is a valid op type: `[A-Za-z_][A-Za-z0-9_]*` (ASCII only)."""
+    return isinstance(text, str) and _OP_TYPE.match(text) is not None
+
+
+def is_domain(text: object) -> bool:
+    """True when `text` is a valid domain: empty, or dotted identifiers ("ai.onnx.ml")."""
+    return isinstance(text, str) and _DOMAIN.match(text) is not None
+
+
+def op_identifier_error(domain: object, op_type: object) -> Optional[str]:
+    """Why (domain, op_type) is not a pair of plain identifiers, or None when it is."""
+    if not is_op_type(op_type):
+        return "op_type %r is not an identifier (expected %s)" % (op_type, OP_TYPE_PATTERN)
+    if not is_domain(domain):
+        return ("domain %r is not empty or dotted identifiers (expected e.g. 'ai.onnx.ml', "
+                "'com.microsoft')" % (domain,))
+    return None
+
+
+def check_op_pair(domain: object, op_type: object, where: str = "") -> None:
+    """InvalidGraph (prefixed by `where`) unless op_type and domain are plain identifiers."""
+    why = op_identifier_error(domain, op_type)
+    if why is not None:
+        raise InvalidGraph("%s%s" % (where + ": " if where else "", why))
+
+
+def _check_node_identifiers(graph: ir.Graph, where: str = "") -> None:
+    """check_op_pair for the nodes of one graph (not its subgraphs)."""
+    seen: Set[tuple] = set()
+    for i, node in enumerate(graph.nodes):
+        key = (node.domain, node.op_type)
+        if key in seen:
+            continue
+        why = op_identifier_error(node.domain, node.op_type)
+        if why is not None:
+            raise InvalidGraph("%snode %d (name %r) of graph %r: %s" % (where, i, node.name,
+                                                                        graph.name, why))
+        seen.add(key)
+
+
+def check_op_identifiers(graph: ir.Graph, where: str = "") -> None:
+    """InvalidGraph naming the node (index, name, graph) and the offending text when an op type
+    or domain of `graph` or of any subgraph (If/Loop/Scan bodies) is not a plain identifier."""
+    todo = [graph]
+    while todo:
+        g = todo.pop()
+        _check_node_identifiers(g, where)
+        for node in g.nodes:
+            todo.extend(sub for _, sub in node.subgraphs())
+
+
+def check_model_identifiers(model: ir.Model) -> ir.Model:
+    """check_op_identifiers on the main graph and every model-local function (its name and domain
+    too, which calls use as op type and domain); returns the model, for loaders to wrap with."""
+    check_op_identifiers(model.graph)
+    for k, f in enumerate(model.functions):
+        check_op_pair(f.domain, f.name, "model-local function %d (%r)" % (k, f.name))
+        check_op_identifiers(ir.Graph(f.name, f.nodes),
+                             "model-local function %d (%r): " % (k, f.name))
+    return model
 
 
 def _reads(node: ir.Node) -> List[str]:
@@ -65,6 +140,7 @@ def topological_order(graph: ir.Graph, outer: Iterable[str] = ()) -> List[ir.Nod
 def check_graph(graph: ir.Graph, outer: Iterable[str] = ()) -> None:
     """Validate (and topologically sort, in place) a graph and all its subgraphs."""
     outer = set(outer)
+    _check_node_identifiers(graph)   # subgraphs: by the recursion below
     graph.nodes = topological_order(graph, outer)
     defined = outer | set(graph.initializers) | {v.name for v in graph.inputs}
     for node in graph.nodes:

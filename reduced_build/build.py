@@ -54,13 +54,24 @@ def _model_files(models: Sequence[str]) -> List[str]:
     return out
 
 
+def model_stem(path: str) -> str:
+    """A model's name (its file name without extension); InvalidArgument when the file name holds
+    control characters (newlines, NUL, ...), which no generated file or page should carry."""
+    name = os.path.basename(path)
+    bad = [c for c in name if not c.isprintable()]
+    if bad:
+        raise InvalidArgument("model file name %r holds control characters (%s): rename the file"
+                              % (name, ", ".join(sorted({repr(c) for c in bad}))))
+    return os.path.splitext(name)[0]
+
+
 def convert_models(models: Sequence[str], out_dir: str, level: str = "all",
                    progress: Progress = None) -> Dict[str, str]:
     """Each model optimized at `level` (stamped) and saved as out_dir/<stem>.oxe."""
     os.makedirs(out_dir, exist_ok=True)
     out: Dict[str, str] = {}
     for path in _model_files(models):
-        stem = os.path.splitext(os.path.basename(path))[0]
+        stem = model_stem(path)
         if stem in out:
             raise InvalidArgument("two models are named %s (%s and %s): model names must differ"
                                   % (stem, out[stem], path))

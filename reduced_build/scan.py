@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
-from onnxedge import ir, model_io
-from onnxedge.errors import InvalidArgument, NoSuchFile
+from onnxedge import checker, ir, model_io
+from onnxedge.errors import InvalidArgument, InvalidGraph, NoSuchFile
 
 Requirements = Dict[Tuple[str, int], Set[str]]
 DEFAULT_DOMAIN = "ai.onnx"
@@ -58,6 +58,7 @@ def required_operators(model: Union[str, bytes, ir.Model],
 
 
 def _scan_model(m: ir.Model) -> Requirements:
+    checker.check_model_identifiers(m)   # op types and domains reach generated files
     functions = {(f.domain, f.name): f for f in m.functions}
     out: Requirements = {}
     _scan_nodes(m.graph.nodes, m.opset_imports, functions, out)
@@ -137,8 +138,12 @@ def parse_config(text: str, source: str = "<config>") -> Requirements:
             raise InvalidArgument("%s: opset %r is not an integer" % (where, opset)) from None
         names = _split_ops(ops, where)
         for name in names:
-            if not name.replace("_", "").isalnum():
-                raise InvalidArgument("%s: %r is not an operator name" % (where, name))
+            if not checker.is_op_type(name):
+                raise InvalidArgument("%s: %r is not an operator name (expected %s)"
+                                      % (where, name, checker.OP_TYPE_PATTERN))
+        if not checker.is_domain(domain.strip()):
+            raise InvalidArgument("%s: domain %r is not dotted identifiers (e.g. ai.onnx.ml)"
+                                  % (where, domain.strip()))
         out.setdefault((_domain_name(domain.strip()), version), set()).update(names)
     return out
 
@@ -152,12 +157,25 @@ def read_config(path: str) -> Requirements:
 
 
 def format_config(req: Requirements, header: Optional[str] = None) -> str:
-    """The text of a required_operators.config file for a requirement set."""
-    lines = ["# " + h for h in (header or "").splitlines()]
+    """The text of a required_operators.config file for a requirement set.
+
+    Every op and domain must be a plain identifier (InvalidGraph otherwise: a newline in one would
+    add lines); the header's non-printable characters are written escaped."""
+    lines = ["# " + _printable(h) for h in (header or "").splitlines()]
     for domain, opset in sorted(req):
+        for op in sorted(req[(domain, opset)]):
+            why = checker.op_identifier_error(domain, op)
+            if why is not None:
+                raise InvalidGraph("required operators (opset %d): %s" % (opset, why))
         if req[(domain, opset)]:
             lines.append("%s;%d;%s" % (domain, opset, ",".join(sorted(req[(domain, opset)]))))
     return "\n".join(lines) + "\n"
+
+
+def _printable(text: str) -> str:
+    """text with its non-printable characters (control characters, line separators) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
 
 
 def write_config(req: Requirements, path: str, header: Optional[str] = None) -> None:

@@ -20,9 +20,11 @@ import importlib
 import importlib.util
 import os
 import re
+import shlex
 import zipfile
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
+from onnxedge import checker
 from onnxedge.errors import InvalidArgument
 from onnxedge.kernels import index as full_index
 
@@ -35,10 +37,11 @@ KERNELS = "onnxedge/kernels/"
 KERNEL_INFRA = {"__init__", "registry", "index"}
 DATA_SUFFIXES = (".py", ".typed", ".fbs", ".so", ".json", ".wgsl", ".js", ".mjs", ".html", ".wasm")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)   # fixed timestamps: the same inputs give the same bytes
-# the registry fills in %(op)s, %(domain)s, %(opset)d and %(config)s (this build's config file)
+# the registry fills in %(config)s (this build's config file), %(config_arg)s and %(add_op)s
+# (both shell-quoted: the op comes from a model); {sources} are shell-quoted here
 REBUILD_HINT = ("this is a reduced onnxedge build, holding only the kernels of %(config)s: "
                 "rebuild it with this op added: `onnxedge reduce {sources}--add-op "
-                "'%(domain)s;%(opset)d;%(op)s' -o OUT/`")
+                "%(add_op)s -o OUT/`")
 PROFILES = ("full", "runtime")
 # what a "runtime" wheel leaves out: it runs pre-optimized .oxe models (no optimizer, no .onnx
 # loader or writer, no .oxe writer and its flatbuffers code, no CLI or server)
@@ -136,10 +139,18 @@ def kernel_modules_for(ops: Iterable[Tuple[str, str]],
 def rebuild_hint(made_for: Sequence[str] = ()) -> str:
     """The registry's NotImplemented hint of a build made for `made_for` (model / config names)."""
     models = [m for m in made_for if m.lower().endswith((".onnx", ".oxe"))]
-    sources = "".join(m.replace("%", "%%") + " " for m in models)
+    sources = "".join(shlex.quote(m).replace("%", "%%") + " " for m in models)
     if not models or len(models) < len(made_for):   # ops from a config or --add-op too
-        sources += "--config %(config)s "
-    return REBUILD_HINT.format(sources=sources)
+        sources += "--config %(config_arg)s "
+    return REBUILD_HINT.replace("{sources}", sources)
+
+
+def check_ops(ops: Iterable[Tuple[str, str]]) -> None:
+    """InvalidGraph unless every (domain, op) is a pair of plain identifiers: a reduced build
+    writes them into Python, config files and shell hints, so other text is refused, not warned
+    about."""
+    for domain, op in sorted(ops, key=repr):
+        checker.check_op_pair(domain, op, "reduced build: op (%r, %r)" % (domain, op))
 
 
 def restricted_index_source(table: Dict[Tuple[str, str], List[str]], modules: Set[str],
@@ -148,14 +159,18 @@ def restricted_index_source(table: Dict[Tuple[str, str], List[str]], modules: Se
     """index.py for a build keeping `modules`: every op all of whose modules are kept (only the
     required ones with `only_required`, for builds whose kernel modules are stripped)."""
     req = sorted(required)
+    check_ops(req)
+    check_ops(table)
+    # model text reaches this file only as repr() constants, never inside the docstring
     lines = ['"""Kernel index of a REDUCED onnxedge build (onnxedge.reduced_build); do not edit.',
              "",
-             "Kernel modules kept: %s." % ", ".join(sorted(modules)),
-             "Ops the build was made for: %s." % ", ".join(
-                 "%s%s" % (d + "." if d else "", o) for d, o in req),
-             "Ops missing here fail at session creation; rebuild the wheel with them (see",
-             "onnxedge/kernels/required_operators.config for what this build was made from).",
+             "KEPT_MODULES lists the kernel modules kept, REQUIRED_OPS the (domain, op) pairs the",
+             "build was made for. Ops missing here fail at session creation; rebuild the wheel with",
+             "them (see onnxedge/kernels/required_operators.config for what this build was made",
+             "from).",
              '"""', "",
+             "KEPT_MODULES = %r" % sorted(modules),
+             "REQUIRED_OPS = %r" % [tuple(k) for k in req], "",
              "# read by the registry (when it supports it) to end its NotImplemented message",
              "REDUCED_BUILD_HINT = %r" % (hint or rebuild_hint()), "", "OP_MODULES = {"]
     wanted = set(req)
@@ -371,6 +386,7 @@ def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Seque
         raise InvalidArgument("profile %r is not one of %s" % (profile, list(PROFILES)))
     table = full_index.OP_MODULES
     req_ops = scan.op_pairs(required)
+    check_ops(req_ops)
     files = collect_files(extra_packages, arch)
     if profile == "runtime":
         asked = module_files([m for m in extra_packages if single_module_file(m) is not None])

@@ -75,8 +75,10 @@ def _index() -> Dict[Tuple[str, str], List[str]]:
 def _reduced_build_hint(domain: str, op_type: str, opset: int) -> str:
     """How to rebuild with this op, when this is a reduced build whose index says so; else empty.
 
-    The index's hint may name %(op)s, %(domain)s, %(opset)d and %(config)s (the build's own
-    required_operators.config beside index.py)."""
+    The index's hint may name %(op)s, %(domain)s, %(opset)d, %(config)s (the build's own
+    required_operators.config beside index.py) and the shell-quoted forms %(add_op)s (the whole
+    `--add-op` argument) and %(config_arg)s: the op comes from a model, so what the hint offers to
+    paste into a shell carries it only through shlex.quote."""
     try:
         from . import index
     except ImportError:
@@ -84,9 +86,16 @@ def _reduced_build_hint(domain: str, op_type: str, opset: int) -> str:
     hint = getattr(index, "REDUCED_BUILD_HINT", "")
     if "%(" in hint:
         import os
+        import shlex
         config = os.path.join(os.path.dirname(os.path.abspath(index.__file__)),
                               "required_operators.config")
-        hint = hint % {"op": op_type, "domain": domain, "opset": opset, "config": config}
+        values = {"op": op_type, "domain": domain, "opset": opset, "config": config,
+                  "config_arg": shlex.quote(config),
+                  "add_op": shlex.quote("%s;%d;%s" % (domain, opset, op_type))}
+        try:
+            hint = hint % values
+        except (KeyError, ValueError, TypeError):
+            return ""
     return hint
 
 

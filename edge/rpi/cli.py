@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 
@@ -19,7 +20,7 @@ def cmd_package_rpi(args: argparse.Namespace) -> int:
     for note in b.notes:
         print("  note: %s" % note)
     print("on the Pi: tar xzf %s && cd %s && sudo ./install.sh"
-          % (b.tarball.rsplit("/", 1)[-1], b.folder.rsplit("/", 1)[-1]))
+          % (shlex.quote(b.tarball.rsplit("/", 1)[-1]), shlex.quote(b.folder.rsplit("/", 1)[-1])))
     return 0
 
 

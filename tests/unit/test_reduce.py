@@ -183,7 +183,7 @@ def test_dropped_op_names_the_command_that_adds_it(built, pythons, tmp_path):
     again = reduce([mlp_path], str(tmp_path / "again"), add_ops=["ai.onnx;17;Cos"])
     site2 = unpack(again.wheel, str(tmp_path / "site2"))
     index = open(os.path.join(site2, "onnxedge", "kernels", "index.py")).read()
-    assert "`onnxedge reduce mlp.onnx --config %(config)s --add-op '%(domain)s;" in index
+    assert "`onnxedge reduce mlp.onnx --config %(config_arg)s --add-op %(add_op)s" in index
     proc = run_isolated(python, site2, deps, TRY, cos)
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_allclose(eval(proc.stdout.split("ran", 1)[1]), np.cos([0.0, 1.0, 2.0]), rtol=1e-6)

@@ -40,6 +40,11 @@ if [ -z "$PYTHON" ]; then
     if command -v "python$PYVER" >/dev/null 2>&1; then PYTHON=python$PYVER; else PYTHON=python3; fi
 fi
 case "$PORT" in ''|*[!0-9]*) die "--port must be a number, got '$PORT'" ;; esac
+# PREFIX and HOST go into a sed command and the systemd unit: plain characters only
+case "$PREFIX" in /*) ;; *) die "--prefix must be an absolute path, got '$PREFIX'" ;; esac
+case "$PREFIX" in *[!A-Za-z0-9._/+-]*) die "--prefix may hold only letters, digits and ._/+-" ;; esac
+case "$HOST" in ''|*[!A-Za-z0-9.:-]*) die "--host must be an address or host name, got '$HOST'" ;; esac
+case "$MODEL" in ''|*[!A-Za-z0-9._-]*) die "the model file name '$MODEL' is not a plain name" ;; esac
 
 # $PYTHON is split on purpose: it may be an emulator command line
 GOT=$($PYTHON -c 'import sys; print("%d.%d" % sys.version_info[:2])') || die "cannot run $PYTHON"
