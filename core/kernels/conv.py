@@ -23,7 +23,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import InvalidArgument
-from ._util import auto_pad_mode, pads_attr, spatial_attr
+from ._util import auto_pad_mode, check_tensor_bytes, pads_attr, spatial_attr
 from .registry import register
 
 # Column matrices above this size are built a band of output rows at a time.
@@ -674,6 +674,7 @@ def conv_transpose(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
     begins, out = transpose_geometry(op, X.shape[2:], kernel, st, dl, pads,
                                      auto_pad_mode(op, auto_pad), op_pad, output_shape)
     dt = _compute_dtype(X, W)
+    check_tensor_bytes(op, [X.shape[0], W.shape[1] * group] + list(out), dt)
     x, w = X.astype(dt, copy=False), W.astype(dt, copy=False)
     if nd == 2:
         bias = None if B is None else B.astype(dt, copy=False)

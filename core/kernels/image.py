@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import int_list, norm_axes
+from ._util import check_tensor_bytes, int_list, norm_axes
 from .registry import register
 
 _MODE_NAMES = {"bilinear": "linear", "bicubic": "cubic", "linear": "linear", "cubic": "cubic",
@@ -150,6 +150,7 @@ def affine_grid(theta: np.ndarray, size: np.ndarray, align_corners: int = 0) -> 
         raise InvalidArgument("%s: size must have 4 or 5 entries and theta shape (N, nd, nd+1); "
                               "got size %s and theta %s" % (op, sz, th.shape))
     spatial = sz[2:]
+    check_tensor_bytes(op, [sz[0]] + list(spatial) + [nd + 1], np.float64)
     axes = []
     for length in spatial:
         if align_corners:
@@ -336,6 +337,7 @@ def col2im(input: np.ndarray, image_shape: np.ndarray, block_shape: np.ndarray,
         raise InvalidArgument("%s: input dim 2 (%d) must equal the number of blocks %s = %d"
                               % (op, x.shape[2], counts, int(np.prod(counts))))
     n, c = x.shape[0], x.shape[1] // kprod
+    check_tensor_bytes(op, [n, c] + [img[d] + pd[d] + pd[d + nd] for d in range(nd)], x.dtype)
     cols = x.reshape((n, c) + tuple(blk) + tuple(counts))
     padded = np.zeros((n, c) + tuple(img[d] + pd[d] + pd[d + nd] for d in range(nd)), dtype=x.dtype)
     for taps in itertools.product(*[range(k) for k in blk]):
@@ -369,6 +371,7 @@ def center_crop_pad(input_data: np.ndarray, shape: np.ndarray,
         else:
             start = (t - size) // 2
             dst[a] = slice(start, start + size)
+    check_tensor_bytes(op, out_shape, x.dtype)
     out = np.zeros(out_shape, dtype=x.dtype)
     out[tuple(dst)] = x[tuple(src)]
     return out

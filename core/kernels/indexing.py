@@ -7,7 +7,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import broadcast_shape, norm_axis
+from ._util import broadcast_shape, check_tensor_bytes, norm_axis
 from .registry import register
 
 
@@ -248,6 +248,8 @@ def one_hot(indices: np.ndarray, depth: np.ndarray, values: np.ndarray, *,
         raise InvalidArgument("OneHot: axis %d is out of range for indices of rank %d "
                               "(expected %d..%d)" % (axis, rank, -rank - 1, rank))
     axis = axis + rank + 1 if axis < 0 else axis
+    check_tensor_bytes("OneHot", list(idx.shape) + [n], np.int64, "index grid")
+    check_tensor_bytes("OneHot", list(idx.shape) + [n], vals.dtype)
     idx = idx.astype(np.int64)
     idx = np.where(idx < 0, idx + n, idx)
     hot = idx[..., None] == np.arange(n)

@@ -16,7 +16,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import auto_pad_mode, pads_attr, spatial_attr
+from ._util import auto_pad_mode, check_tensor_bytes, pads_attr, spatial_attr
 from .registry import register
 
 
@@ -356,6 +356,7 @@ def max_unpool(X: np.ndarray, I: np.ndarray, output_shape: Optional[np.ndarray] 
     # output_shape (as the ONNX reference does); a smaller output_shape is addressed directly
     fits = all(o >= i for o, i in zip(shape, inferred))
     target = inferred if fits else shape
+    check_tensor_bytes(op, [max(a, b) for a, b in zip(shape, inferred)], X.dtype)
     size = int(np.prod(target))
     idx = np.asarray(I, dtype=np.int64).reshape(-1)
     if idx.size and (idx.min() < 0 or idx.max() >= size):

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import InvalidArgument
+from ._util import check_tensor_bytes
 from .registry import register
 
 _FLOAT_CODES = (dtypes.FLOAT, dtypes.DOUBLE, dtypes.FLOAT16, dtypes.BFLOAT16)
@@ -44,6 +45,7 @@ def _shape(op: str, shape: Optional[List[int]]) -> tuple:
     dims = tuple(int(d) for d in shape)
     if any(d < 0 for d in dims):
         raise InvalidArgument("%s: shape %s has a negative dimension" % (op, list(dims)))
+    check_tensor_bytes(op, dims, np.float64)   # sampled in float64, then cast
     return dims
 
 
@@ -114,6 +116,7 @@ def multinomial(input: np.ndarray, dtype: int = 6, sample_size: int = 1,
         raise InvalidArgument("%s: input must have shape (batch, classes), got %s" % (op, x.shape))
     if int(dtype) not in (dtypes.INT32, dtypes.INT64):
         raise InvalidArgument("%s: dtype must be int32 or int64, got %s" % (op, dtype))
+    check_tensor_bytes(op, [x.shape[0], int(sample_size)], np.float64, "draws")
     logits = x.astype(np.float64)
     probs = np.exp(logits - logits.max(axis=1, keepdims=True))
     cdf = np.cumsum(probs, axis=1)

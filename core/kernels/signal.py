@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import InvalidArgument
+from ._util import check_tensor_bytes
 from .registry import register
 
 
@@ -131,6 +132,9 @@ def dft(op: str, x: np.ndarray, length: Optional[int], axis: int, inverse: int,
         length = 2 * (sig.shape[ax] - 1) if inverse and onesided else sig.shape[ax]
     if length < 1:
         raise InvalidArgument("%s: dft_length must be positive, got %d" % (op, length))
+    shape = list(sig.shape)
+    shape[ax] = max(shape[ax], length)
+    check_tensor_bytes(op, shape, np.complex128, "transform")
     if inverse:
         if onesided:
             y = np.fft.irfft(sig, n=length, axis=ax) if USE_NUMPY_FFT \
@@ -204,6 +208,7 @@ def _window(op: str, size: np.ndarray, output_datatype: int, periodic: int, coef
     n = _scalar_int(op, size, "size")
     if n is None or n < 0:
         raise InvalidArgument("%s: size must be a non-negative integer" % op)
+    check_tensor_bytes(op, [n], np.float64)
     denom = n if periodic else n - 1
     k = np.arange(n, dtype=np.float64)
     y = np.zeros(n, dtype=np.float64)
@@ -247,6 +252,7 @@ def mel_weight_matrix(num_mel_bins: np.ndarray, dft_length: np.ndarray, sample_r
     low = float(np.asarray(lower_edge_hertz).reshape(-1)[0])
     high = float(np.asarray(upper_edge_hertz).reshape(-1)[0])
     bins = length // 2 + 1
+    check_tensor_bytes(op, [bins, mels], np.float64)
     low_mel = 2595.0 * np.log10(1.0 + low / 700.0)
     high_mel = 2595.0 * np.log10(1.0 + high / 700.0)
     step = (high_mel - low_mel) / (mels + 2)

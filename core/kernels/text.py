@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import broadcast_shape
+from ._util import broadcast_shape, check_tensor_bytes
 from .registry import register
 
 
@@ -156,6 +156,7 @@ def tfidf_vectorizer(X: np.ndarray, max_gram_length: int = 0, max_skip_count: in
     lo, hi = max(1, int(min_gram_length)), int(max_gram_length)
     if hi < lo:
         raise InvalidArgument("%s: max_gram_length %d is below min_gram_length %d" % (op, hi, lo))
+    check_tensor_bytes(op, [len(rows), size], np.float64)
     counts = np.zeros((len(rows), size), dtype=np.float64)
     for r, row in enumerate(rows):
         c = len(row)
