@@ -81,6 +81,14 @@ def parse_providers(text: Any) -> List[str]:
     return out + ["CPUExecutionProvider"]
 
 
+def html_safe_json(value: Any, **kwargs: Any) -> str:
+    """JSON text (ASCII) whose `<`, `>` and `&` are written \\u003c, \\u003e, \\u0026: model text
+    in it (names, metadata, labels) cannot close a <script> or start markup where a page inlines
+    it. The same JSON value as json.dumps gives."""
+    text = json.dumps(value, ensure_ascii=True, **kwargs)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _value_info(v: Any) -> Dict[str, Any]:
     t = v.type
     if t is None or t.kind != "tensor":
@@ -251,8 +259,7 @@ def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
         entries = [model_entry(stem, path, out) for stem, path in sorted(r.models.items())]
         manifest = _manifest(out, title, order, r, dep_wheels, pyo, entries, wasm_entry)
         with open(os.path.join(out, MANIFEST), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, sort_keys=True)
-            f.write("\n")
+            f.write(html_safe_json(manifest, indent=2, sort_keys=True) + "\n")
         if progress:
             s = manifest["sizes"]
             progress("[4/4] %s: %.1f MB (Pyodide %.1f MB, wheels %.0f KB, models %.0f KB, page %.0f KB)"

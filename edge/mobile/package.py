@@ -284,8 +284,10 @@ def _write_readme(path: str, manifest: Dict[str, Any]) -> None:
                                    for p, n in sorted(m["nodes_per_provider"].items())))
         for name, m in sorted(manifest["models"].items()))
     first = sorted(manifest["models"])[0]
-    with open(path, "w") as f:
+    with open(path, "w") as f:   # the model's name reaches the Python snippets only through repr
         f.write(template.format(target=manifest["target"], provider=manifest["provider"],
-                                wheel=manifest["wheel"]["file"], models=models, model=first,
+                                wheel=manifest["wheel"]["file"], models=models,
+                                model_py=repr(first),
+                                model_file_py=repr(manifest["models"][first]["file"]),
                                 kind=manifest["artifact_kind"],
                                 options=json.dumps(manifest["provider_options"], sort_keys=True)))
