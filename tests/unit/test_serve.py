@@ -274,7 +274,7 @@ def test_unknown_path_and_wrong_method(mlp_server):
     status, hdrs, data = request(mlp_server, "GET", "/v1/run")
     assert status == 405 and hdrs["Allow"] == "POST" and b"does not accept GET" in data
     status, hdrs, _ = request(mlp_server, "POST", "/healthz", b"{}", {"Content-Type": "application/json"})
-    assert status == 405 and hdrs["Allow"] == "GET"
+    assert status == 405 and hdrs["Allow"] == "GET, HEAD"
     status, _, _ = request(mlp_server, "DELETE", "/metadata")
     assert status == 405
     assert_healthy(mlp_server)
