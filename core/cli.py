@@ -59,6 +59,26 @@ def parse_dims(items: Sequence[str]) -> Dict[str, int]:
     return dims
 
 
+def check_dims(dims: Dict[str, int], args: Sequence[Any]) -> None:
+    """Refuse a `--dim NAME=...` whose NAME is no symbolic dimension of the given NodeArgs."""
+    symbolic = sorted({d for a in args for d in (a.shape or ()) if isinstance(d, str)})
+    unknown = sorted(set(dims) - set(symbolic))
+    if unknown:
+        raise InvalidArgument("--dim %s: the model has no symbolic dimension named %s; its "
+                              "symbolic dimensions are %s" % (
+                                  ", ".join(unknown), " or ".join(repr(u) for u in unknown),
+                                  symbolic or "none"))
+
+
+def check_feed_names(feeds: Dict[str, Any], args: Sequence[Any]) -> None:
+    """Refuse `--input NAME=...` for a NAME the model has no input called."""
+    names = [a.name for a in args]
+    unknown = [n for n in feeds if n not in names]
+    if unknown:
+        raise InvalidArgument("--input %s: the model has no input named %r; its inputs are %s"
+                              % (unknown[0], unknown[0], names))
+
+
 def random_input(arg: Any, dims: Dict[str, int], rng: np.random.RandomState) -> np.ndarray:
     """A random tensor for a NodeArg; symbolic dims come from `dims` or default to 1."""
     shape = []
@@ -130,6 +150,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
     feeds = _load_inputs(args.input)
     dims = parse_dims(args.dim)
+    check_feed_names(feeds, sess.get_inputs())
+    check_dims(dims, sess.get_inputs())
     rng = np.random.RandomState(args.seed)
     for arg in sess.get_inputs():
         if arg.name not in feeds:
@@ -151,6 +173,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("providers: %s" % ", ".join(sess.get_providers()))
     print("latency: median %.3f ms over %d run(s)" % (1000 * float(np.median(times)), len(times)))
     return 0
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """Model text for a terminal: control characters escaped (a model cannot move the cursor or
+    recolour the screen), long values cut."""
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                  for c in text[:limit])
+    return out + ("..." if len(text) > limit else "")
 
 
 def _shape_text(arg: Any) -> str:
@@ -186,9 +216,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     model: ir.Model = sess.model
     meta = sess.get_modelmeta()
     print("model: %s" % args.model)
-    print("producer: %s %s, ir_version %d, graph %r" % (model.producer_name,
-                                                        model.producer_version, model.ir_version,
-                                                        meta.graph_name))
+    producer = " ".join(t for t in (model.producer_name, model.producer_version) if t) or "(not recorded)"
+    print("producer: %s, ir_version %d, graph %r" % (producer, model.ir_version, meta.graph_name))
+    for label, value in (("domain", meta.domain), ("model version", meta.version or ""),
+                         ("description", meta.description),
+                         ("graph description", meta.graph_description)):
+        if value:
+            print("%s: %s" % (label, printable(value)))
+    if meta.custom_metadata_map:
+        print("metadata:")
+        for key, value in sorted(meta.custom_metadata_map.items()):
+            print("  %s: %s" % (printable(key), printable(value)))
     print("opsets: " + ", ".join("%s %d" % (d or "ai.onnx", v)
                                  for d, v in sorted(model.opset_imports.items())))
     print("inputs:")
@@ -208,6 +246,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print("op histogram:")
     for op, count in hist.most_common():
         print("  %-28s %d" % (op, count))
+    check_dims(parse_dims(args.dim), sess.get_inputs())
     report = sess.partition_report()
     by_provider = collections.Counter(r["provider"] for r in report)
     print("partition (providers: %s):" % ", ".join(sess.get_providers()))
@@ -272,8 +311,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_optimize_option(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--optimize", choices=list(_LEVELS), default=default,
+def add_optimize_option(p: argparse.ArgumentParser, default: str) -> None:
+    """`--optimize LEVEL` (alias `--level`), the one name every subcommand uses for the graph
+    optimization level; the value lands in `args.optimize`."""
+    p.add_argument("--optimize", "--level", dest="optimize", choices=list(_LEVELS), default=default,
                    help="graph optimization level (default: %(default)s)")
 
 
@@ -310,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads (0 = default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--output-dir", "-o", help="also save each output as NAME.npy here")
-    _add_optimize_option(p, "all")
+    add_optimize_option(p, "all")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("inspect", help="print inputs, outputs, opsets, op histogram and partition")
@@ -320,13 +361,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", action="append", default=[], metavar="NAME=INT",
                    help="fix a symbolic dimension for the CoreML / NNAPI bridges, which need "
                         "static shapes (repeatable), e.g. --dim batch=1")
-    _add_optimize_option(p, "all")
+    add_optimize_option(p, "all")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("convert", help="convert .onnx <-> .oxe (lossless), optionally optimizing")
     p.add_argument("model", help="path to a .onnx or .oxe model")
     p.add_argument("--output", "-o", required=True, help="output path: .oxe or .onnx")
-    _add_optimize_option(p, "disable")
+    add_optimize_option(p, "disable")
     p.add_argument("--external-data-threshold", type=int, metavar="BYTES",
                    help="store initializers of at least BYTES bytes in OUTPUT.data beside it")
     p.set_defaults(func=cmd_convert)
@@ -355,9 +396,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()     # a closed pipe shows here, not in the interpreter's exit
+        return code
     except OnnxEdgeError as e:
         print("onnxedge %s: %s: %s" % (args.command, type(e).__name__, e), file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # `onnxedge run ... | head`: the reader left; say nothing, as other command-line tools do
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
+    except KeyboardInterrupt:
+        print("onnxedge %s: interrupted" % args.command, file=sys.stderr)
+        return 130
+    except OSError as e:
+        what = (" %s" % e.filename) if getattr(e, "filename", None) else ""
+        print("onnxedge %s: %s%s: %s" % (args.command, type(e).__name__, what,
+                                         e.strerror or e), file=sys.stderr)
         return 1
 
 

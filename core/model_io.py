@@ -6,7 +6,7 @@ import os
 from typing import Any, Optional, Union
 
 from . import ir
-from .errors import NoSuchFile, NotImplemented
+from .errors import InvalidGraph, NoSuchFile, NotImplemented
 
 Source = Union[str, bytes, bytearray, memoryview, "os.PathLike[str]"]
 
@@ -41,13 +41,37 @@ def _reduced_module(name: str, what: str) -> Any:
                          "-o OUT/`, which writes OUT/models/MODEL.oxe)" % (what, name))
 
 
+def describe_content(head: bytes) -> str:
+    """What the first bytes of something offered as a model look like: `.oxe`, `.onnx` (a
+    protobuf ModelProto starts with the tag of one of its fields), empty, text, or unknown."""
+    from .format.layout import is_oxe as has_identifier
+    if not head:
+        return "empty (0 bytes)"
+    if has_identifier(head):
+        return ".oxe"
+    if head[0] in (0x08, 0x12, 0x1a, 0x22, 0x28, 0x32, 0x3a, 0x42, 0x72, 0xca):
+        return ".onnx"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "neither .oxe nor .onnx"
+    return "text, not a model" if all(c.isprintable() or c.isspace() for c in text) \
+        else "neither .oxe nor .onnx"
+
+
 def load(source: Source) -> ir.Model:
     """The IR of a model given as a path or as bytes (`.oxe` or `.onnx`, by content)."""
-    if is_oxe(source):
+    head = _head(source)
+    from .format.layout import is_oxe as has_identifier
+    if has_identifier(head):
         from . import format as oxe
         return oxe.load(source)
-    what = "model %s is .onnx" % os.fspath(source) if isinstance(source, (str, os.PathLike)) \
-        else "the model bytes are .onnx (not .oxe)"
+    kind = describe_content(head)
+    where = "model %s is" % os.fspath(source) if isinstance(source, (str, os.PathLike)) \
+        else "the model bytes are"
+    if kind.startswith(("empty", "text")):
+        raise InvalidGraph("%s %s (neither .oxe nor .onnx)" % (where, kind))
+    what = "%s %s" % (where, kind)
     return _reduced_module("onnx_loader", what).load_model(source)
 
 

@@ -5,6 +5,8 @@ import argparse
 import sys
 from typing import Any
 
+from onnxedge.cli import add_optimize_option
+
 
 def cmd_reduce(args: argparse.Namespace) -> int:
     """Make the reduced build and print its size report."""
@@ -15,7 +17,7 @@ def cmd_reduce(args: argparse.Namespace) -> int:
         extra.append("onnxedge.web.webgpu")
     if args.with_wasm:
         extra.append("onnxedge.web.wasm")
-    result = reduce(args.models, args.output, config=args.config, level=args.level,
+    result = reduce(args.models, args.output, config=args.config, level=args.optimize,
                     extra_packages=extra, arch=args.arch, add_ops=args.add_op or (),
                     full_wheel="build" if args.compare_full else None,
                     progress=lambda msg: print(msg, file=sys.stderr),
@@ -40,8 +42,7 @@ def register(sub: Any) -> None:
                    "format) whose ops are added to the models'")
     p.add_argument("--add-op", action="append", metavar="'DOMAIN;OPSET;OP'",
                    help="an extra op, e.g. 'ai.onnx;13;Softmax' (repeatable)")
-    p.add_argument("--level", default="all", choices=["disable", "basic", "extended", "all"],
-                   help="optimization level the models are saved at (default all)")
+    add_optimize_option(p, "all")
     p.add_argument("--profile", default="runtime", choices=["runtime", "full"],
                    help="runtime (default): runs pre-optimized .oxe models only, needs numpy alone; "
                         "full: the whole core (optimizer, .onnx loader, CLI, server)")

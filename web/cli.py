@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from onnxedge.cli import add_optimize_option
+
 
 def cmd_web_build(args: argparse.Namespace) -> int:
     """Build the browser bundle and say what it holds."""
     from .bundle import build_bundle
     b = build_bundle(args.models, args.output, config=args.config, pyodide=args.pyodide,
-                     providers=args.providers, title=args.title, level=args.level)
+                     providers=args.providers, title=args.title, level=args.optimize)
     m = b.manifest
     print("bundle: %s (%.1f MB)" % (b.folder, m["sizes"]["total"] / 1e6))
     print("  wheel: %s (%d bytes, %s ops kept)" % (m["wheel"], m["sizes"]["wheel"], m["ops_kept"]))
@@ -44,7 +46,7 @@ def register(sub: Any) -> None:
     b.add_argument("--providers", default="wasm,cpu", help="providers the page offers: wasm,cpu "
                    "(default: wasm SIMD kernels, numpy CPU for the rest), cpu, or cpu,webgpu")
     b.add_argument("--title", default="onnxedge", help="the page's title")
-    b.add_argument("--level", default="all", help="optimization level of the .oxe models (default all)")
+    add_optimize_option(b, "all")
     b.set_defaults(func=cmd_web_build)
     s = cmds.add_parser("serve", help="serve a bundle folder on localhost (COOP/COEP, MIME types)")
     s.add_argument("folder", metavar="DIST")

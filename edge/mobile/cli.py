@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from onnxedge.cli import add_optimize_option
+
 
 def cmd_package_mobile(args: argparse.Namespace) -> int:
     """Make the mobile package and print its sizes and partitions."""
@@ -14,7 +16,7 @@ def cmd_package_mobile(args: argparse.Namespace) -> int:
     p = make_package(args.models, args.output, args.platform, config=args.config,
                      artifacts=not args.no_artifacts, feature_level=args.feature_level,
                      deployment_target=args.deployment_target, dims=parse_dims(args.dim),
-                     level=args.level)
+                     level=args.optimize)
     print(p.report_text.split("\n\nwheel:")[0])
     print("package: %s (manifest %s)" % (p.folder, p.manifest_path))
     return 0
@@ -39,5 +41,5 @@ def register(sub: Any) -> None:
     p.add_argument("--deployment-target", metavar="iOS15", help="Core ML deployment target (ios)")
     p.add_argument("--dim", action="append", metavar="NAME=SIZE", help="size of a symbolic input "
                    "dim (default 1 for each); repeatable")
-    p.add_argument("--level", default="all", help="optimization level (default all)")
+    add_optimize_option(p, "all")
     p.set_defaults(func=cmd_package_mobile)

@@ -5,12 +5,14 @@ import argparse
 import shlex
 from typing import Any
 
+from onnxedge.cli import add_optimize_option
+
 
 def cmd_package_rpi(args: argparse.Namespace) -> int:
     """Make the Raspberry Pi bundle and print what it holds."""
     from .bundle import make_bundle
     b = make_bundle(args.models, args.output, python=args.python, wheels_dir=args.wheels,
-                    neon=not args.no_neon, serve=args.serve, port=args.port, level=args.level)
+                    neon=not args.no_neon, serve=args.serve, port=args.port, level=args.optimize)
     print("bundle: %s (and %s)" % (b.folder, b.tarball))
     print("  wheel: %s (%d bytes, %d ops kept)" % (b.wheel, b.report["wheel_bytes"], b.report["ops_kept"]))
     for m in b.models:
@@ -37,6 +39,6 @@ def register(sub: Any) -> None:
                    "from DIR instead of downloading them")
     p.add_argument("--serve", metavar="MODEL", help="the model the service runs (default the first)")
     p.add_argument("--port", type=int, default=8080, help="the service's port (default 8080)")
-    p.add_argument("--level", default="all", help="optimization level (default all)")
+    add_optimize_option(p, "all")
     p.add_argument("--no-neon", action="store_true", help="leave the NEON provider out (numpy only)")
     p.set_defaults(func=cmd_package_rpi)
