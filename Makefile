@@ -163,6 +163,10 @@ bench: setup  ## benchmarks vs onnxruntime (and onnxruntime-web in Chromium): JS
 bench-browser: setup  ## only the browser part: onnxedge in Pyodide vs onnxruntime-web (browser.json/.png)
 	$(PY) benchmarks/browser.py
 
+.PHONY: bench-serve
+bench-serve: setup  ## only `onnxedge serve`: requests/s and p99 on the MLP, 1 and 32 keep-alive clients (serve.json/.png)
+	$(PY) benchmarks/serve.py
+
 index:  ## regenerate the lazy kernel index (core/kernels/index.py)
 	$(PY) -m onnxedge.kernels.registry --write-index
 

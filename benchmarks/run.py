@@ -241,6 +241,8 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                    help="skip the .oxe vs .onnx load benchmark (benchmarks/load_oxe.py)")
     p.add_argument("--no-browser", action="store_true",
                    help="skip onnxedge in Pyodide vs onnxruntime-web (benchmarks/browser.py)")
+    p.add_argument("--no-serve", action="store_true",
+                   help="skip the `onnxedge serve` requests/s benchmark (benchmarks/serve.py)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
@@ -302,6 +304,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.no_oxe:
         from benchmarks import load_oxe   # .oxe vs .onnx open time and memory: load_oxe.json / .png
         if load_oxe.main(["--out", args.out]):
+            return 1
+    if not args.no_serve:
+        from benchmarks import serve   # `onnxedge serve` req/s and p99, 1 and 32 clients: serve.json / .png
+        if serve.main(["--out", args.out, "--model-dir", args.model_dir]):
             return 1
     if not args.no_browser:
         from benchmarks import browser   # Pyodide vs onnxruntime-web: browser.json / .png
