@@ -5,7 +5,7 @@ for tensors, `Graph` for subgraphs, `TypeInfo` for type protos); initializers ar
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -177,13 +177,15 @@ class Graph:
     def outer_references(self) -> List[str]:
         """Names this graph (and its subgraphs) reads but does not define: outer-scope values."""
         defined = set(self.initializers) | {v.name for v in self.inputs} | {""}
-        needed: List[str] = []
+        needed: List[str] = []   # in order of first read (a set beside it keeps this linear)
+        seen: Set[str] = set()
         for node in self.nodes:
             reads = list(node.inputs)
             for _, sub in node.subgraphs():
                 reads.extend(sub.outer_references())
             for name in reads:
-                if name not in defined and name not in needed:
+                if name not in defined and name not in seen:
+                    seen.add(name)
                     needed.append(name)
             defined.update(node.outputs)
         return needed

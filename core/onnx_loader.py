@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -32,44 +32,118 @@ def _onnx():
 
 # ----------------------------------------------------------------------------------- tensors
 
-def _external_bytes(t: Any, base_dir: Optional[str]) -> bytes:
-    info = {e.key: e.value for e in t.external_data}
-    location = info.get("location", "")
-    if base_dir is None:
-        raise InvalidGraph("tensor %r stores its data in external file %r, but the model was "
-                           "loaded from bytes: load it from its path instead" % (t.name, location))
-    if not location or os.path.isabs(location) or location.startswith(("/", "\\")) or \
-            ".." in location.replace("\\", "/").split("/"):
-        raise InvalidGraph("tensor %r: external data location %r must be a relative path inside "
-                           "the model's folder" % (t.name, location))
-    root = os.path.realpath(base_dir)
-    path = os.path.realpath(os.path.join(root, location))
-    if os.path.commonpath([root, path]) != root:
-        raise InvalidGraph("tensor %r: external data %r resolves to %s, outside the model's folder "
-                           "%s (links out of the folder are refused)" % (t.name, location, path, root))
-    if not os.path.isfile(path):
-        raise NoSuchFile("tensor %r: external data file %s does not exist" % (t.name, path))
-    try:
-        offset = int(info.get("offset", 0))
-        length = int(info["length"]) if "length" in info else -1
-    except ValueError:
-        raise InvalidGraph("tensor %r: external data offset/length are not integers: %r"
-                           % (t.name, info)) from None
-    size = os.path.getsize(path)
-    if offset < 0 or offset > size or (length >= 0 and offset + length > size):
-        raise InvalidGraph("tensor %r: external data range offset=%d length=%d lies outside %s "
-                           "(%d bytes)" % (t.name, offset, length, path, size))
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read(length if length >= 0 else size - offset)
+READ_FACTOR = 2    # distinct external ranges read from a file: at most this many times its size
+COPY_FACTOR = 8    # copies of external data (unpacked 4-/2-bit values): this many times the files
 
 
-def tensor_to_array(t: Any, base_dir: Optional[str] = None) -> np.ndarray:
-    """A numpy array from a TensorProto (raw, typed fields or external data)."""
+class ExternalData:
+    """The external tensor data of one model load, read within budgets.
+
+    Each (file, offset, length) range is read once and shared, read-only, by every tensor that
+    names it; a tensor's range must have exactly the bytes its dims need, checked before it is
+    read. The distinct ranges read from one file may not add up to more than READ_FACTOR x its
+    size (ranges that overlap), and copies made from them (unpacked 4-/2-bit values, byte swaps)
+    not to more than COPY_FACTOR x the size of the files read, so a small model whose tensors
+    all point at one range costs the range once, not once per tensor.
+    """
+
+    def __init__(self, base_dir: Optional[str]) -> None:
+        self.base_dir = base_dir
+        self.ranges: Dict[Tuple[str, int, int], np.ndarray] = {}
+        self.read: Dict[str, int] = {}     # path -> bytes of distinct ranges read from it
+        self.copy_left = 1 << 20           # grows by COPY_FACTOR x each file's size
+
+    def _path(self, t: Any, location: str) -> str:
+        if self.base_dir is None:
+            raise InvalidGraph("tensor %r stores its data in external file %r, but the model was "
+                               "loaded from bytes: load it from its path instead"
+                               % (t.name, location))
+        if not location or os.path.isabs(location) or location.startswith(("/", "\\")) or \
+                ".." in location.replace("\\", "/").split("/"):
+            raise InvalidGraph("tensor %r: external data location %r must be a relative path "
+                               "inside the model's folder" % (t.name, location))
+        root = os.path.realpath(self.base_dir)
+        path = os.path.realpath(os.path.join(root, location))
+        if os.path.commonpath([root, path]) != root:
+            raise InvalidGraph("tensor %r: external data %r resolves to %s, outside the model's "
+                               "folder %s (links out of the folder are refused)"
+                               % (t.name, location, path, root))
+        if not os.path.isfile(path):
+            raise NoSuchFile("tensor %r: external data file %s does not exist" % (t.name, path))
+        return path
+
+    def bytes_of(self, t: Any, need: int, layout: str) -> np.ndarray:
+        """The `need` bytes of tensor `t`'s external range as a read-only uint8 array (shared by
+        every tensor naming the same range); `layout` (e.g. "shape [2, 3] of float") is for
+        the message when the range's length is not `need`."""
+        info = {e.key: e.value for e in t.external_data}
+        path = self._path(t, info.get("location", ""))
+        try:
+            offset = int(info.get("offset", 0))
+            length = int(info["length"]) if "length" in info else -1
+        except ValueError:
+            raise InvalidGraph("tensor %r: external data offset/length are not integers: %r"
+                               % (t.name, info)) from None
+        size = os.path.getsize(path)
+        if offset < 0 or offset > size or (length >= 0 and offset + length > size):
+            raise InvalidGraph("tensor %r: external data range offset=%d length=%d lies outside "
+                               "%s (%d bytes)" % (t.name, offset, length, path, size))
+        if length < 0:
+            length = size - offset
+        if length != need:
+            raise InvalidGraph("tensor %r: external data of %d bytes (offset %d in %s), %s needs "
+                               "%d" % (t.name, length, offset, path, layout, need))
+        key = (path, offset, length)
+        out = self.ranges.get(key)
+        if out is not None:
+            return out
+        if path not in self.read:
+            self.read[path] = 0
+            self.copy_left += COPY_FACTOR * size
+        if self.read[path] + length > READ_FACTOR * size:
+            raise InvalidGraph("tensor %r: its external data range (offset %d, %d bytes) overlaps "
+                               "others: the ranges read from %s add up to more than %d times its "
+                               "%d bytes" % (t.name, offset, length, path, READ_FACTOR, size))
+        self.read[path] += length
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(length)
+        if len(data) != length:
+            raise InvalidGraph("tensor %r: external data file %s ended after %d of %d bytes"
+                               % (t.name, path, len(data), length))
+        out = np.frombuffer(data, dtype=np.uint8)   # read-only: bytes back it
+        self.ranges[key] = out
+        return out
+
+    def charge_copy(self, t: Any, nbytes: int) -> None:
+        """Count a copy of `nbytes` made from external data against the copy budget."""
+        self.copy_left -= nbytes
+        if self.copy_left < 0:
+            raise InvalidGraph("tensor %r: a %d-byte copy of its external data goes beyond %d "
+                               "times the size of the external files (tensors sharing one range?)"
+                               % (t.name, nbytes, COPY_FACTOR))
+
+
+ExternalSource = Union[None, str, ExternalData]   # the model's folder, or one load's ExternalData
+
+
+def _external(base_dir: ExternalSource) -> ExternalData:
+    """`base_dir` as the ExternalData of one load (a new one for a folder or None)."""
+    return base_dir if isinstance(base_dir, ExternalData) else ExternalData(base_dir)
+
+
+def tensor_to_array(t: Any, base_dir: ExternalSource = None) -> np.ndarray:
+    """A numpy array from a TensorProto (raw, typed fields or external data).
+
+    `base_dir` is the model's folder, or the ExternalData of the load this tensor belongs to.
+    Arrays of external data are read-only (tensors naming the same range share it).
+    """
     dims = [int(d) for d in t.dims]
     if any(d < 0 for d in dims):
         raise InvalidGraph("tensor %r has a negative dimension %s" % (t.name, dims))
-    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    count = 1
+    for d in dims:
+        count *= d
     code = int(t.data_type)
     if code == 0:
         raise InvalidGraph("tensor %r has no data type" % t.name)
@@ -84,7 +158,9 @@ def tensor_to_array(t: Any, base_dir: Optional[str] = None) -> np.ndarray:
         return arr.reshape(dims)
     target = dtypes.to_numpy(code)
     is_external = t.data_location == 1 if hasattr(t, "data_location") else False
-    raw = _external_bytes(t, base_dir) if is_external else (t.raw_data if t.HasField("raw_data") else None)
+    if is_external:
+        return _external_array(t, _external(base_dir), code, target, dims, count)
+    raw = t.raw_data if t.HasField("raw_data") else None
     bits = _PACKED_BITS.get(code)
     if bits is not None:
         if raw is not None:
@@ -116,6 +192,27 @@ def tensor_to_array(t: Any, base_dir: Optional[str] = None) -> np.ndarray:
     return arr.reshape(dims)
 
 
+def _external_array(t: Any, ext: ExternalData, code: int, target: np.dtype, dims: List[int],
+                    count: int) -> np.ndarray:
+    """A read-only array of an external tensor (a view of its range unless it must be unpacked)."""
+    bits = _PACKED_BITS.get(code)
+    need = (count * bits + 7) // 8 if bits else count * target.itemsize
+    layout = "shape %s of %s" % (dims, dtypes.lookup(code).name)
+    raw = ext.bytes_of(t, need, layout)
+    if bits:
+        ext.charge_copy(t, count * target.itemsize)
+        vals = unpack_bits(raw, bits, count, code in _SIGNED_PACKED)
+        arr = vals.view(target) if vals.dtype.itemsize == target.itemsize else vals.astype(target)
+    elif sys.byteorder != "little" and target.itemsize > 1:
+        ext.charge_copy(t, need)
+        arr = raw.view(target.newbyteorder("<")).astype(target)
+    else:
+        arr = raw.view(target)
+    arr = arr.reshape(dims)
+    arr.flags.writeable = False
+    return arr
+
+
 def _typed_field(t: Any, code: int, target: np.dtype) -> np.ndarray:
     if code == dtypes.FLOAT:
         return np.asarray(t.float_data, dtype=np.float32)
@@ -136,16 +233,18 @@ def _typed_field(t: Any, code: int, target: np.dtype) -> np.ndarray:
     return np.asarray(t.int32_data, dtype=np.int64).astype(target)
 
 
-def sparse_to_ir(s: Any, base_dir: Optional[str] = None) -> ir.SparseTensor:
+def sparse_to_ir(s: Any, base_dir: ExternalSource = None) -> ir.SparseTensor:
     """An IR SparseTensor from a SparseTensorProto (checked with `check_sparse`)."""
+    base_dir = _external(base_dir)
     out = ir.SparseTensor(tensor_to_array(s.values, base_dir), tensor_to_array(s.indices, base_dir),
                           [int(d) for d in s.dims])
     check_sparse(out, "sparse tensor %r" % s.values.name)
     return out
 
 
-def value_to_python(proto: Any, base_dir: Optional[str] = None) -> Any:
+def value_to_python(proto: Any, base_dir: ExternalSource = None) -> Any:
     """A numpy array, list (sequence), dict (map) or None (empty optional) from a value proto."""
+    base_dir = _external(base_dir)
     kind = type(proto).__name__
     if kind == "TensorProto":
         return tensor_to_array(proto, base_dir)
@@ -214,8 +313,9 @@ def _value_info(vi: Any) -> ir.ValueInfo:
 
 # ------------------------------------------------------------------------------- attributes
 
-def attribute_value(a: Any, base_dir: Optional[str]) -> Any:
+def attribute_value(a: Any, base_dir: ExternalSource) -> Any:
     """A plain Python value from an AttributeProto."""
+    base_dir = _external(base_dir)
     if a.ref_attr_name:
         return ir.AttrRef(a.ref_attr_name)
     t = a.type
@@ -250,7 +350,7 @@ def attribute_value(a: Any, base_dir: Optional[str]) -> Any:
     raise InvalidGraph("attribute %r has unknown type %d" % (a.name, t))
 
 
-def _node(n: Any, base_dir: Optional[str]) -> ir.Node:
+def _node(n: Any, base_dir: ExternalSource) -> ir.Node:
     attrs = {}
     for a in n.attribute:
         try:
@@ -260,8 +360,9 @@ def _node(n: Any, base_dir: Optional[str]) -> ir.Node:
     return ir.Node(n.op_type, list(n.input), list(n.output), attrs, n.domain, n.name, n.doc_string)
 
 
-def graph_to_ir(g: Any, base_dir: Optional[str] = None) -> ir.Graph:
+def graph_to_ir(g: Any, base_dir: ExternalSource = None) -> ir.Graph:
     """An IR Graph from a GraphProto (subgraphs included)."""
+    base_dir = _external(base_dir)
     inits: Dict[str, Any] = {}
     for t in g.initializer:
         inits[t.name] = tensor_to_array(t, base_dir)
@@ -278,7 +379,7 @@ def graph_to_ir(g: Any, base_dir: Optional[str] = None) -> ir.Graph:
     )
 
 
-def _function(f: Any, base_dir: Optional[str]) -> ir.Function:
+def _function(f: Any, base_dir: ExternalSource) -> ir.Function:
     defaults = {a.name: attribute_value(a, base_dir) for a in f.attribute_proto}
     names = list(f.attribute) + [a.name for a in f.attribute_proto]
     return ir.Function(f.name, f.domain, list(f.input), list(f.output), names, defaults,
@@ -287,10 +388,11 @@ def _function(f: Any, base_dir: Optional[str]) -> ir.Function:
                        getattr(f, "overload", ""))
 
 
-def model_from_proto(m: Any, base_dir: Optional[str] = None) -> ir.Model:
+def model_from_proto(m: Any, base_dir: ExternalSource = None) -> ir.Model:
     """An IR Model from a ModelProto; `base_dir` is where external data lives."""
     if not m.HasField("graph"):
         raise InvalidGraph("the model has no graph (empty or not an ONNX model)")
+    base_dir = _external(base_dir)
     return ir.Model(
         graph=graph_to_ir(m.graph, base_dir),
         opset_imports={o.domain: int(o.version) for o in m.opset_import} or {"": 1},

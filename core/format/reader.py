@@ -31,6 +31,7 @@ __all__ = ["load"]
 
 _KINDS = {1: "tensor", 2: "sparse_tensor", 3: "sequence", 4: "map", 5: "optional"}
 _NUMPY: Dict[int, np.dtype] = {}   # element type code -> numpy dtype, filled as codes are met
+COPY_FACTOR = 8   # tensor copies may take this many times the size of the file (+ external data)
 _MALFORMED = (ArithmeticError, AttributeError, IndexError, KeyError, LookupError, MemoryError,
               RecursionError, TypeError, ValueError, BufferError, struct.error)
 
@@ -68,26 +69,66 @@ _F_NAME, _F_DOMAIN, _F_OVERLOAD, _F_INPUTS, _F_OUTPUTS, _F_ATTRS, _F_DEFAULTS, _
 
 
 class _Reader:
-    """Decodes one model; `budget` caps the number of tables/strings decoded."""
+    """Decodes one model within budgets proportional to the buffer's size.
+
+    `budget` counts decode work in units of about 4 bytes of file: one per table, per table or
+    string reference in a vector, per element of a number vector (8 bytes in the file) and per 8
+    bytes of string text. A well-formed file stores each of these once, so it never uses more
+    than its size allows; a file whose tables share one vector or string (FlatBuffers offsets
+    may point anywhere) runs out and is refused, so decoding stays linear in the file's size.
+    `copy_budget` caps the bytes of tensor copies (unpacked 4-/2-bit data, byte swaps) by the
+    size of the file and its external data file, as tensors may share one data range.
+    """
 
     def __init__(self, buf: Any, data: _Region, base_dir: Optional[str], keep_sparse: bool,
                  source: str) -> None:
         self.buf, self.data, self.base_dir = buf, data, base_dir
         self.keep_sparse, self.source = keep_sparse, source
         self.budget = len(buf) // 4 + 64
+        self.copy_budget = COPY_FACTOR * len(buf) + (1 << 20)
         self.depth = 0
         self.ext: Optional[_Region] = None
         self.ext_name = ""
 
-    def charge(self, n: int = 1) -> None:
+    def charge(self, n: int = 1, what: str = "tables and strings") -> None:
+        """Count `n` units of decode work; InvalidGraph naming `what` once the budget is spent."""
         self.budget -= n
         if self.budget < 0:
-            raise InvalidGraph("%s: more tables and strings than the file's size allows "
-                               "(shared or cyclic offsets)" % self.source)
+            raise InvalidGraph("%s: decoding %s takes more than the file's size (%d bytes) allows "
+                               "(shared or cyclic offsets; corrupt or hostile file)"
+                               % (self.source, what, len(self.buf)))
+
+    def charge_copy(self, nbytes: int, what: str) -> None:
+        """Count `nbytes` of tensor copies against `copy_budget`."""
+        self.copy_budget -= nbytes
+        if self.copy_budget < 0:
+            raise InvalidGraph("%s: %s needs a %d-byte copy, beyond %d times the size of the file "
+                               "and its external data (tensors sharing their data range?)"
+                               % (self.source, what, nbytes, COPY_FACTOR))
+
+    def _meter(self, nbytes: int) -> None:
+        """Charge a string of `nbytes` before it is decoded (one unit per 8 bytes)."""
+        if nbytes >= 8:
+            self.charge(nbytes // 8, "a string of %d bytes" % nbytes)
+
+    def text(self, t: Table, i: int) -> str:
+        """A string field, its text charged to the budget."""
+        return t.string(i, self._meter)
 
     def strings(self, t: Table, i: int) -> List[str]:
+        """A vector of strings, each reference and each text charged to the budget."""
         self.charge(t.length(i))
-        return t.strings(i)
+        return t.strings(i, self._meter)
+
+    def numbers(self, t: Table, i: int, dtype: str, what: str,
+                limit: Optional[int] = None) -> List[Any]:
+        """A vector of 8-byte numbers as a list, each element charged before it is decoded;
+        InvalidGraph when it holds more than `limit` elements."""
+        n = t.vector(i, 8)[1]
+        if limit is not None and n > limit:
+            raise InvalidGraph("%s has %d elements, expected at most %d" % (what, n, limit))
+        self.charge(n, "%s (%d elements)" % (what, n))
+        return t.numbers(i, dtype).tolist()
 
     def tables(self, t: Table, i: int) -> List[Table]:
         self.charge(t.length(i))
@@ -120,18 +161,19 @@ class _Reader:
         if not os.path.isfile(path):
             raise NoSuchFile("%s: external data file %s does not exist" % (what, path))
         buf = _map(path)
+        self.copy_budget += COPY_FACTOR * len(buf)
         self.ext = _Region(buf, 0, len(buf), "external data file %s" % path)
         return self.ext
 
     def tensor(self, t: Table, what: str) -> np.ndarray:
         self.charge()
-        name = t.string(_T_NAME)
+        name = self.text(t, _T_NAME)
         what = "%s %r" % (what, name) if name else what
         code = t.scalar(_T_DTYPE, I32)
         if code not in dtypes.BY_CODE:
             raise InvalidGraph("%s has unknown element type code %d" % (what, code))
-        dims = t.numbers(_T_DIMS, "<i8").tolist()
-        if len(dims) > MAX_RANK or any(d < 0 for d in dims):
+        dims = self.numbers(t, _T_DIMS, "<i8", "dims of " + what, MAX_RANK)
+        if any(d < 0 for d in dims):
             raise InvalidGraph("%s has dims %s: expected at most %d non-negative sizes"
                                % (what, dims[:MAX_RANK + 1], MAX_RANK))
         count = 1
@@ -164,11 +206,13 @@ class _Reader:
         offset = t.scalar(_T_OFFSET, U64)
         if bits:
             packed = region.view(np.dtype(np.uint8), length, offset, length, what)
+            self.charge_copy(count * target.itemsize, what)
             vals = unpack_bits(packed, bits, count, code in SIGNED_PACKED)
             arr = vals.view(target) if vals.dtype.itemsize == target.itemsize \
                 else vals.astype(target)
             return arr.reshape(dims)
         if sys.byteorder != "little" and target.itemsize > 1:
+            self.charge_copy(length, what)
             raw = region.view(target.newbyteorder("<"), count, offset, length, what)
             return raw.astype(target).reshape(dims)
         return region.view(target, count, offset, length, what).reshape(dims)
@@ -180,7 +224,8 @@ class _Reader:
             raise InvalidGraph("sparse %s lacks its values or indices tensor" % what)
         vals = self.tensor(values, "values of sparse " + what)
         idx = self.tensor(indices, "indices of sparse " + what)
-        out = ir.SparseTensor(vals, idx, s.numbers(2, "<i8").tolist())
+        out = ir.SparseTensor(vals, idx, self.numbers(s, 2, "<i8", "dims of sparse " + what,
+                                                      MAX_RANK))
         check_sparse(out, "sparse " + what)
         return out
 
@@ -192,7 +237,7 @@ class _Reader:
             raise InvalidGraph("type info has unknown kind code %d" % code)
         shape: Optional[List[Any]] = None
         if t.scalar(_TI_HAS_SHAPE, BOOL, False):
-            dims = t.numbers(_TI_DIMS, "<i8").tolist()
+            dims = self.numbers(t, _TI_DIMS, "<i8", "dims of a type info")
             params = self.strings(t, _TI_DIM_PARAMS)
             if params and len(params) != len(dims):
                 raise InvalidGraph("type info has %d dims but %d dim params"
@@ -210,23 +255,23 @@ class _Reader:
     def value_info(self, v: Table) -> ir.ValueInfo:
         self.charge()
         tp = v.table(1)
-        return ir.ValueInfo(v.string(0), self.type_info(tp) if tp is not None else None,
-                            v.string(2))
+        return ir.ValueInfo(self.text(v, 0), self.type_info(tp) if tp is not None else None,
+                            self.text(v, 2))
 
     # -- attributes, nodes, graphs
     def attribute(self, a: Table) -> Any:
         self.charge()
-        ref = a.string(_A_REF)
+        ref = self.text(a, _A_REF)
         if ref:
             return ir.AttrRef(ref)
         kind = a.scalar(_A_TYPE, BYTE)
-        what = "attribute %r" % a.string(_A_NAME)
+        what = "attribute %r" % self.text(a, _A_NAME)
         if kind == 1:
             return float(a.scalar(_A_F, F64, 0.0))
         if kind == 2:
             return int(a.scalar(_A_I, I64))
         if kind == 3:
-            return a.string(_A_S)
+            return self.text(a, _A_S)
         if kind in (4, 5, 11, 13):
             sub = a.table({4: _A_T, 5: _A_G, 11: _A_SPARSE, 13: _A_TP}[kind])
             if sub is None:
@@ -239,9 +284,9 @@ class _Reader:
                 return self.sparse(sub, "tensor of " + what)
             return self.type_info(sub)
         if kind == 6:
-            return a.numbers(_A_FLOATS, "<f8").tolist()
+            return self.numbers(a, _A_FLOATS, "<f8", "floats of " + what)
         if kind == 7:
-            return a.numbers(_A_INTS, "<i8").tolist()
+            return self.numbers(a, _A_INTS, "<i8", "ints of " + what)
         if kind == 8:
             return self.strings(a, _A_STRINGS)
         if kind == 9:
@@ -260,29 +305,29 @@ class _Reader:
         out = {}
         for a in self.tables(t, i):
             try:
-                out[a.string(_A_NAME)] = self.attribute(a)
+                out[self.text(a, _A_NAME)] = self.attribute(a)
             except OnnxEdgeError as e:
                 raise type(e)("%s: %s" % (where, e)) from None
         return out
 
     def node(self, n: Table) -> ir.Node:
         self.charge()
-        op, name = n.string(_N_OP), n.string(_N_NAME)
+        op, name = self.text(n, _N_OP), self.text(n, _N_NAME)
         attrs = self.attributes(n, _N_ATTRS, "%s node %r" % (op, name)) \
             if n._field(_N_ATTRS) else {}
         return ir.Node(op, self.strings(n, _N_INPUTS), self.strings(n, _N_OUTPUTS), attrs,
-                       n.string(_N_DOMAIN), name, n.string(_N_DOC))
+                       self.text(n, _N_DOMAIN), name, self.text(n, _N_DOC))
 
     def graph(self, g: Table) -> ir.Graph:
         self.charge()
         self.enter("subgraph")
-        name = g.string(_G_NAME)
+        name = self.text(g, _G_NAME)
         inits: Dict[str, Any] = {}
         for t in self.tables(g, _G_INITS):
-            inits[t.string(_T_NAME)] = self.tensor(t, "initializer")
+            inits[self.text(t, _T_NAME)] = self.tensor(t, "initializer")
         for sp in self.tables(g, _G_SPARSE):
             values = sp.table(0)
-            key = values.string(_T_NAME) if values is not None else ""
+            key = self.text(values, _T_NAME) if values is not None else ""
             s = self.sparse(sp, "initializer %r of graph %r" % (key, name))
             inits[key] = s if self.keep_sparse else s.to_dense()
         out = ir.Graph(
@@ -293,38 +338,38 @@ class _Reader:
             initializers=inits,
             value_info={v.name: v for v in (self.value_info(x)
                                             for x in self.tables(g, _G_VALUE_INFOS))},
-            doc_string=g.string(_G_DOC))
+            doc_string=self.text(g, _G_DOC))
         self.depth -= 1
         return out
 
     def opsets(self, t: Table, i: int) -> Dict[str, int]:
-        return {o.string(0): int(o.scalar(1, I64)) for o in self.tables(t, i)}
+        return {self.text(o, 0): int(o.scalar(1, I64)) for o in self.tables(t, i)}
 
     def function(self, f: Table) -> ir.Function:
         self.charge()
-        name, domain = f.string(_F_NAME), f.string(_F_DOMAIN)
+        name, domain = self.text(f, _F_NAME), self.text(f, _F_DOMAIN)
         plain = self.strings(f, _F_ATTRS)
         defaults = self.attributes(f, _F_DEFAULTS, "function %s.%s" % (domain, name))
         return ir.Function(name, domain, self.strings(f, _F_INPUTS), self.strings(f, _F_OUTPUTS),
                            plain + list(defaults), defaults,
                            [self.node(n) for n in self.tables(f, _F_NODES)],
-                           self.opsets(f, _F_OPSETS), f.string(_F_OVERLOAD))
+                           self.opsets(f, _F_OPSETS), self.text(f, _F_OVERLOAD))
 
     def model(self, m: Table) -> ir.Model:
-        self.ext_name = m.string(_M_EXTERNAL)
+        self.ext_name = self.text(m, _M_EXTERNAL)
         graph = m.table(_M_GRAPH)
         if graph is None:
             raise InvalidGraph("%s has no graph" % self.source)
-        props = {p.string(0): p.string(1) for p in self.tables(m, _M_PROPS)}
+        props = {self.text(p, 0): self.text(p, 1) for p in self.tables(m, _M_PROPS)}
         return ir.Model(
             graph=self.graph(graph),
             opset_imports=self.opsets(m, _M_OPSETS) or {"": 1},
             ir_version=int(m.scalar(_M_IR, I64)),
-            producer_name=m.string(_M_PRODUCER),
-            producer_version=m.string(_M_PRODUCER_VERSION),
-            domain=m.string(_M_DOMAIN),
+            producer_name=self.text(m, _M_PRODUCER),
+            producer_version=self.text(m, _M_PRODUCER_VERSION),
+            domain=self.text(m, _M_DOMAIN),
             model_version=int(m.scalar(_M_MODEL_VERSION, I64)),
-            doc_string=m.string(_M_DOC),
+            doc_string=self.text(m, _M_DOC),
             metadata_props=props,
             functions=[self.function(f) for f in self.tables(m, _M_FUNCTIONS)])
 

@@ -9,7 +9,7 @@ Fields are addressed by their index in the schema (oxe.fbs), as the generated co
 from __future__ import annotations
 
 import struct
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -68,17 +68,19 @@ class Table:
         p = self.pos + o
         return p + _U32(self.buf, p)[0]
 
-    def _string_at(self, p: int) -> str:
+    def _string_at(self, p: int, meter: Optional[Callable[[int], Any]] = None) -> str:
         buf = self.buf
         n = _U32(buf, p)[0]
         if p + 4 + n > len(buf):
             raise ValueError("a string of %d bytes at %d runs past the end of the buffer" % (n, p))
+        if meter is not None:
+            meter(n)
         return _text(buf[p + 4:p + 4 + n])
 
-    def string(self, i: int) -> str:
-        """A string field ('' when absent)."""
+    def string(self, i: int, meter: Optional[Callable[[int], Any]] = None) -> str:
+        """A string field ('' when absent); `meter(nbytes)` is called before it is decoded."""
         p = self._ref(i)
-        return self._string_at(p) if p else ""
+        return self._string_at(p, meter) if p else ""
 
     def table(self, i: int) -> Optional["Table"]:
         """A table field (None when absent)."""
@@ -106,11 +108,12 @@ class Table:
         buf = self.buf
         return [Table(buf, q + _U32(buf, q)[0]) for q in range(start, start + 4 * n, 4)]
 
-    def strings(self, i: int) -> List[str]:
-        """A vector of strings."""
+    def strings(self, i: int, meter: Optional[Callable[[int], Any]] = None) -> List[str]:
+        """A vector of strings; `meter(nbytes)` is called before each one is decoded."""
         start, n = self.vector(i, 4)
         buf = self.buf
-        return [self._string_at(q + _U32(buf, q)[0]) for q in range(start, start + 4 * n, 4)]
+        return [self._string_at(q + _U32(buf, q)[0], meter)
+                for q in range(start, start + 4 * n, 4)]
 
     def numbers(self, i: int, dtype: Any) -> np.ndarray:
         """A vector of scalars as a numpy view (little-endian `dtype`)."""
