@@ -5,6 +5,12 @@ Localhost by default; the MIME types Pyodide and onnxedge's page need (`.wasm`, 
 precise and SharedArrayBuffer exists) and CORP on every response; nothing outside the mounted
 folders is reachable (`..` is dropped, links out of a folder are refused).
 
+Hardened like `onnxedge serve` (the mixins of `onnxedge.serve`): a listen backlog of 128, a
+total deadline for each request's line and headers (a client trickling bytes is cut off), a NUL
+in the URL or conflicting Content-Length headers answered 400 without a traceback, and SIGTERM /
+SIGINT draining running downloads for a grace period before exiting 0 (a second signal cuts the
+wait short).
+
     server = PageServer({"/": "dist/"}).start()    # tests: a daemon thread
     serve("dist/", port=8000)                       # `onnxedge web serve`: blocks until Ctrl-C
 """
@@ -13,12 +19,13 @@ from __future__ import annotations
 import http.server
 import os
 import posixpath
-import signal
 import threading
 import urllib.parse
 from typing import Dict, Optional
 
 from onnxedge.errors import InvalidArgument
+from onnxedge.serve import (DEFAULT_GRACE, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+                            DrainingServerMixin, HardenedHandlerMixin, serve_until_signal)
 
 MIME_TYPES = {
     ".wasm": "application/wasm", ".mjs": "text/javascript", ".js": "text/javascript",
@@ -32,7 +39,11 @@ MIME_TYPES = {
 _MISSING = os.path.join(os.devnull, "missing")
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
+class _PageHTTPServer(DrainingServerMixin, http.server.ThreadingHTTPServer):
+    """ThreadingHTTPServer with a real backlog, connection tracking and draining."""
+
+
+class _Handler(HardenedHandlerMixin, http.server.SimpleHTTPRequestHandler):
     mounts: Dict[str, str] = {}
     quiet = True
     isolated = True
@@ -40,6 +51,8 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     def translate_path(self, path: str) -> str:
         path = posixpath.normpath(urllib.parse.unquote(urllib.parse.urlsplit(path).path))
+        if "\x00" in path:
+            return _MISSING   # refused with 400 before this; never reaches the file system
         for prefix, folder in sorted(self.mounts.items(), key=lambda kv: -len(kv[0])):
             if path == prefix.rstrip("/") or path.startswith(prefix):
                 rest = path[len(prefix):] if path.startswith(prefix) else ""
@@ -67,10 +80,13 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 class PageServer:
     """Serves `mounts` ({"/prefix/": folder}) on host:port (port 0: any free one); `isolated=False`
-    leaves out COOP/COEP (a page that is not cross-origin isolated: no SharedArrayBuffer)."""
+    leaves out COOP/COEP (a page that is not cross-origin isolated: no SharedArrayBuffer);
+    `header_timeout`: seconds a client has for a request's line and headers, in total."""
 
     def __init__(self, mounts: Dict[str, str], port: int = 0, host: str = "127.0.0.1",
-                 quiet: bool = True, isolated: bool = True):
+                 quiet: bool = True, isolated: bool = True,
+                 header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT):
         for prefix, folder in mounts.items():
             if not prefix.startswith("/"):
                 raise InvalidArgument("mount %r must start with '/'" % prefix)
@@ -79,8 +95,9 @@ class PageServer:
         self._mounts = {p: os.path.abspath(f) for p, f in mounts.items()}
         handler = type("MountedHandler", (_Handler,), {"mounts": self._mounts, "quiet": quiet,
                                                        "isolated": isolated})
-        self._httpd = http.server.ThreadingHTTPServer((host, port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _PageHTTPServer((host, port), handler)
+        self._httpd.header_timeout = float(header_timeout)
+        self._httpd.idle_timeout = float(idle_timeout)
         self._thread: Optional[threading.Thread] = None
 
     @property
@@ -115,25 +132,13 @@ class PageServer:
         self._httpd.server_close()
 
 
-def serve(folder: str, port: int = 8000, host: str = "127.0.0.1", quiet: bool = False) -> int:
-    """Serve a bundle folder at / until Ctrl-C or SIGTERM; prints the URL. Returns 0."""
+def serve(folder: str, port: int = 8000, host: str = "127.0.0.1", quiet: bool = False,
+          grace: float = DEFAULT_GRACE) -> int:
+    """Serve a bundle folder at / until SIGTERM or Ctrl-C, then drain running requests for up to
+    `grace` seconds; prints the URL. Returns 0."""
     if not os.path.isfile(os.path.join(folder, "index.html")):
         raise InvalidArgument("%s has no index.html: is it a bundle from `onnxedge web build`?"
                               % folder)
     server = PageServer({"/": folder}, port=port, host=host, quiet=quiet)
     print("serving %s at %s/ (Ctrl-C to stop)" % (os.path.abspath(folder), server.origin), flush=True)
-    stopper = threading.Thread(target=server._httpd.shutdown, daemon=True)
-
-    def _stop(signum: int, frame: object) -> None:
-        stopper.start()   # shutdown() waits for serve_forever: call it from another thread
-
-    old = signal.signal(signal.SIGTERM, _stop)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, old)
-        server._httpd.server_close()
-    print("stopped", flush=True)
-    return 0
+    return serve_until_signal(server._httpd, grace, lambda line: print(line, flush=True))
