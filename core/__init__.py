@@ -11,6 +11,8 @@ from __future__ import annotations
 from .errors import (EPFail, EngineError, Fail, InvalidArgument, InvalidGraph, InvalidProtobuf,
                      ModelLoaded, NoModel, NoSuchFile, NotImplemented, OnnxEdgeError,
                      RuntimeException)
+from .custom_ops import custom_op, register_custom_op
+from .ortvalue import IOBinding, OrtValue
 from .session import (ExecutionMode, GraphOptimizationLevel, InferenceSession, ModelMetadata,
                       NodeArg, RunOptions, SessionOptions, get_all_providers,
                       get_available_providers, get_device)
@@ -22,5 +24,8 @@ __all__ = [
     "NodeArg", "ModelMetadata", "get_available_providers", "get_all_providers", "get_device",
     "OnnxEdgeError", "Fail", "InvalidArgument", "NoSuchFile", "NoModel", "EngineError",
     "RuntimeException", "InvalidProtobuf", "ModelLoaded", "NotImplemented", "InvalidGraph",
-    "EPFail", "__version__",
+    "EPFail", "__version__", "custom_op", "register_custom_op", "OrtValue", "IOBinding",
+    "SessionIOBinding",
 ]
+
+SessionIOBinding = IOBinding   # onnxruntime's name

@@ -38,6 +38,7 @@ _REGISTRY: Dict[Tuple[str, str], List[KernelSpec]] = {}
 _IMPORTED: set = set()
 _LOCK = threading.Lock()
 _ALLOWED: Optional[set] = None  # a reduced build's (domain, op) set; None keeps everything
+_CUSTOM: set = set()            # (domain, op) registered by users: never restricted
 
 
 def _norm_domain(domain: str) -> str:
@@ -53,9 +54,12 @@ def register(op_type: str, domain: str = "", since: int = 1, until: int = MAX_OP
 
 
 def add(op_type: str, fn: Callable[..., Any], domain: str = "", since: int = 1,
-        until: int = MAX_OPSET) -> None:
-    """Register `fn` without a decorator (for table-driven families)."""
+        until: int = MAX_OPSET, custom: bool = False) -> None:
+    """Register `fn` without a decorator (for table-driven families). A `custom` op (a user's,
+    onnxedge.custom_op) is served even by a reduced build whose index does not list it."""
     key = (_norm_domain(domain), op_type)
+    if custom:
+        _CUSTOM.add(key)
     spec = KernelSpec(key[0], op_type, since, until, fn, getattr(fn, "__module__", ""))
     with _LOCK:
         specs = _REGISTRY.setdefault(key, [])
@@ -116,7 +120,7 @@ def find(domain: str, op_type: str, opset: int) -> Optional[KernelSpec]:
     """The registration that serves `op_type` at `opset`, or None."""
     domain = _norm_domain(domain)
     key = (domain, op_type)
-    if _ALLOWED is not None and key not in _ALLOWED:
+    if _ALLOWED is not None and key not in _ALLOWED and key not in _CUSTOM:
         return None
     if key not in _REGISTRY:
         _import_for(domain, op_type)
