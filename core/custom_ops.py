@@ -16,24 +16,22 @@ reduced builds (whose kernel index would otherwise refuse an op it does not list
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
+from .checker import is_domain, is_op_type
 from .errors import InvalidArgument
 from .kernels import registry
 
 DEFAULT_DOMAIN = "ai.onnx.contrib"   # onnxruntime-extensions' domain
-_OP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DOMAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 def register_custom_op(op_type: str, fn: Callable[..., Any], domain: str = DEFAULT_DOMAIN,
                        since: int = 1, until: int = registry.MAX_OPSET) -> None:
     """Register `fn` as the kernel of `domain`.`op_type` for opsets since..until."""
-    if not isinstance(op_type, str) or not _OP.match(op_type):
+    if not is_op_type(op_type):
         raise InvalidArgument("custom op type %r: expected an identifier ([A-Za-z_][A-Za-z0-9_]*)"
                               % (op_type,))
-    if not isinstance(domain, str) or (domain and not _DOMAIN.match(domain)):
+    if not is_domain(domain):
         raise InvalidArgument("custom op domain %r: expected dotted identifiers, e.g. %r"
                               % (domain, DEFAULT_DOMAIN))
     if domain in ("", "ai.onnx", "ai.onnx.ml"):
