@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import dtypes, ir
+from . import checker, dtypes, ir
 from .errors import InvalidGraph, InvalidProtobuf, NoSuchFile, NotImplemented
 from .tensor_data import MAX_SPARSE_DENSE_BYTES, check_sparse, unpack_bits  # noqa: F401
 
@@ -393,7 +393,7 @@ def model_from_proto(m: Any, base_dir: ExternalSource = None) -> ir.Model:
     if not m.HasField("graph"):
         raise InvalidGraph("the model has no graph (empty or not an ONNX model)")
     base_dir = _external(base_dir)
-    return ir.Model(
+    return checker.check_model_identifiers(ir.Model(   # op types/domains: plain identifiers
         graph=graph_to_ir(m.graph, base_dir),
         opset_imports={o.domain: int(o.version) for o in m.opset_import} or {"": 1},
         ir_version=int(m.ir_version),
@@ -404,7 +404,7 @@ def model_from_proto(m: Any, base_dir: ExternalSource = None) -> ir.Model:
         doc_string=m.doc_string,
         metadata_props={p.key: p.value for p in m.metadata_props},
         functions=[_function(f, base_dir) for f in m.functions],
-    )
+    ))
 
 
 def parse_model_bytes(data: bytes) -> Any:

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 
-from .. import dtypes, ir
+from .. import checker, dtypes, ir
 from ..errors import InvalidGraph, NoSuchFile, OnnxEdgeError
 from ..tensor_data import check_sparse, unpack_bits
 from .layout import (ALIGN, FILE_IDENTIFIER, FORMAT_MAJOR, MAX_DEPTH, MAX_RANK, PACKED_BITS,
@@ -361,7 +361,7 @@ class _Reader:
         if graph is None:
             raise InvalidGraph("%s has no graph" % self.source)
         props = {self.text(p, 0): self.text(p, 1) for p in self.tables(m, _M_PROPS)}
-        return ir.Model(
+        return checker.check_model_identifiers(ir.Model(   # op types/domains: plain identifiers
             graph=self.graph(graph),
             opset_imports=self.opsets(m, _M_OPSETS) or {"": 1},
             ir_version=int(m.scalar(_M_IR, I64)),
@@ -371,7 +371,7 @@ class _Reader:
             model_version=int(m.scalar(_M_MODEL_VERSION, I64)),
             doc_string=self.text(m, _M_DOC),
             metadata_props=props,
-            functions=[self.function(f) for f in self.tables(m, _M_FUNCTIONS)])
+            functions=[self.function(f) for f in self.tables(m, _M_FUNCTIONS)]))
 
 
 def _map(path: str) -> Any:
