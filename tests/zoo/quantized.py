@@ -95,6 +95,50 @@ def float_mlp(path: str, dims=(32, 64, 64, 10), opset: int = 13) -> None:
           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, d3])], inits, path, opset)
 
 
+def float_two_heads(path: str) -> None:
+    """One activation read by two MatMuls (onnxruntime then fuses MatMulIntegerToFloat, not
+    DynamicQuantizeMatMul): [4, 32] -> MatMul+Add, Relu -> two MatMuls -> Add, Tanh -> MatMul."""
+    from onnx import TensorProto, helper
+    rng = np.random.RandomState(4)
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w1"], ["h1"]), n("Add", ["h1", "b1"], ["h1b"]),
+             n("Relu", ["h1b"], ["r1"]), n("MatMul", ["r1", "wa"], ["ya"]),
+             n("MatMul", ["r1", "wb"], ["yb"]), n("Add", ["ya", "yb"], ["s"]),
+             n("Tanh", ["s"], ["t"]), n("MatMul", ["t", "w3"], ["y"])]
+    inits = [_init(rng, "w1", (32, 48), 0.25), _init(rng, "b1", (48,), 0.1),
+             _init(rng, "wa", (48, 24), 0.2), _init(rng, "wb", (48, 24), 0.2),
+             _init(rng, "w3", (24, 10), 0.5)]
+    _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
+          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])], inits, path)
+
+
+def float_deep_cnn(path: str, layers: int = 10) -> None:
+    """`layers` 3x3 Convs with Sigmoid / swish activations (dynamic quantization's worst case:
+    every ConvInteger re-quantizes a float activation), GlobalAveragePool, Flatten, MatMul:
+    [1, 3, 16, 16] -> [1, 10]."""
+    from onnx import TensorProto, helper
+    rng = np.random.RandomState(7)
+    n = helper.make_node
+    nodes, inits, prev, cin = [], [], "x", 3
+    for i in range(layers):
+        c = "c%d" % i
+        nodes.append(n("Conv", [prev, "w%d" % i, "b%d" % i], [c], pads=[1, 1, 1, 1]))
+        inits += [_init(rng, "w%d" % i, (8, cin, 3, 3), 1.2 / np.sqrt(9 * cin)),
+                  _init(rng, "b%d" % i, (8,), 0.1)]
+        nodes.append(n("Sigmoid", [c], ["s%d" % i]))
+        if i % 2:
+            nodes.append(n("Mul", [c, "s%d" % i], ["a%d" % i]))
+            prev = "a%d" % i
+        else:
+            prev = "s%d" % i
+        cin = 8
+    nodes += [n("GlobalAveragePool", [prev], ["g"]), n("Flatten", ["g"], ["f"]),
+              n("MatMul", ["f", "wo"], ["y"])]
+    inits.append(_init(rng, "wo", (8, 10), 2.0))
+    _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits, path)
+
+
 def float_lstm(path: str) -> None:
     """An LSTM (5 steps, batch 2, 8 -> 16, bidirectional) followed by MatMul: Y and Y_h out."""
     from onnx import TensorProto, helper
@@ -182,11 +226,11 @@ def dynamic(make_float: Callable[[str], None], feeds: Callable[[], Feeds],
 
 
 def ort_optimized_dynamic_mlp(path: str) -> Feeds:
-    """The dynamically quantized MLP as an onnxruntime session saves it after its graph
+    """A dynamically quantized MLP with a shared activation (float_two_heads) as an onnxruntime session saves it after its graph
     optimizations (MatMulIntegerToFloat, DynamicQuantizeMatMul)."""
     import onnxruntime as ort
     qp = _tmp(path, "dynamic.onnx")
-    dynamic(float_mlp, lambda: {})(qp)
+    dynamic(float_two_heads, lambda: {})(qp)
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     opts.optimized_model_filepath = path
@@ -263,12 +307,15 @@ MODELS = [
     ZooModel("dynamic_cnn", _tool("quantize_dynamic int8, Conv and MatMul"),
              dynamic(float_cnn, lambda: {"x": _images(1, 95)[0]}, ["Conv", "MatMul"]),
              compare="quantized", rtol=1e-3, atol=1e-4, requires=REQ),
+    ZooModel("dynamic_deep_cnn", _tool("quantize_dynamic int8, 10 Conv layers with Sigmoid/swish"),
+             dynamic(float_deep_cnn, lambda: {"x": _images(1, 94)[0]}, ["Conv", "MatMul"]),
+             compare="quantized", rtol=1e-3, atol=1e-4, requires=REQ),
     ZooModel("dynamic_lstm", _tool("quantize_dynamic int8, LSTM"),
              dynamic(float_lstm, _lstm_feeds, ["LSTM", "MatMul"]), compare="quantized",
              rtol=1e-2, atol=1e-2, requires=REQ),
     ZooModel("ort_optimized_dynamic_mlp", _tool("quantize_dynamic int8, then a session's "
                                                 "optimized_model_filepath (extended)"),
-             ort_optimized_dynamic_mlp, compare="quantized", rtol=1e-4, atol=1e-5, requires=REQ),
+             ort_optimized_dynamic_mlp, key="2", compare="quantized", rtol=1e-4, atol=1e-5, requires=REQ),
     ZooModel("nbits4_mlp", _tool("MatMulNBitsQuantizer 4 bits, block 32, asymmetric"),
              nbits(_mlp_wide, _wide_feeds, 4), rtol=1e-4, atol=1e-5, requires=REQ_NBITS),
     ZooModel("nbits4_sym_mlp", _tool("MatMulNBitsQuantizer 4 bits, block 32, symmetric"),
