@@ -301,3 +301,61 @@ def test_fused_gemm(act, extra):
     if act:
         attrs["activation"] = act
     check(*run_both("FusedGemm", [("a", a), ("b", b), ("c", c)], **attrs))
+
+
+# ----------------------------------------------------------------------------- rotary / GQA
+
+def _cos_sin(max_pos: int, half: int) -> Tuple[np.ndarray, np.ndarray]:
+    inv = 1.0 / (10000 ** (np.arange(half) / half))
+    ang = np.arange(max_pos).reshape(-1, 1) * inv.reshape(1, -1)
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+@pytest.mark.parametrize("layout,interleaved,rot,pos", [
+    ("bsd", 0, 0, "ids"), ("bsd", 1, 0, "offset"), ("bnsh", 0, 0, "ids"),
+    ("bsd", 0, 4, "ids"), ("bnsh", 1, 4, "offset"),
+])
+def test_rotary_embedding(layout, interleaved, rot, pos):
+    hs = 8
+    half = (rot or hs) // 2
+    cos, sin = _cos_sin(12, half)
+    x = _r(B, S, N * hs) if layout == "bsd" else _r(B, N, S, hs)
+    p = (np.arange(B * S).reshape(B, S) % 12).astype(np.int64) if pos == "ids" \
+        else np.array([3], dtype=np.int64)
+    attrs = {"interleaved": interleaved}
+    if rot:
+        attrs["rotary_embedding_dim"] = rot
+    if layout == "bsd" or rot:
+        attrs["num_heads"] = N
+    check(*run_both("RotaryEmbedding", [("x", x), ("p", p), ("cos", cos), ("sin", sin)],
+                    **attrs), rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["prompt", "prompt_rotary_window", "decode", "packed_softcap"])
+def test_group_query_attention(case):
+    nq, nkv, b = 4, 2, 2
+    hs = 16 if case in ("prompt_rotary_window", "decode") else 8   # onnxruntime: rotary needs 16k
+    attrs: Dict[str, Any] = {"num_heads": nq, "kv_num_heads": nkv}
+    if case == "decode":
+        s, past = 1, 5
+    else:
+        s, past = 6, 0
+    total = past + s
+    q, k, v = _r(b, s, nq * hs), _r(b, s, nkv * hs), _r(b, s, nkv * hs)
+    ins = [("q", q), ("k", k), ("v", v)]
+    if case == "packed_softcap":
+        ins = [("q", np.concatenate([q, k, v], axis=-1)), ("", None), ("", None)]
+        attrs["softcap"] = 2.0
+    if past:
+        ins += [("pk", _r(b, nkv, past, hs)), ("pv", _r(b, nkv, past, hs))]
+    else:
+        ins += [("", None), ("", None)]
+    ins += [("seqlens", np.full((b,), total - 1, dtype=np.int32)),
+            ("total", np.array(total, dtype=np.int32))]
+    if case in ("prompt_rotary_window", "decode"):
+        cos, sin = _cos_sin(16, hs // 2)
+        ins += [("cos", cos), ("sin", sin)]
+        attrs["do_rotary"] = 1
+    if case == "prompt_rotary_window":
+        attrs["local_window_size"] = 2
+    check(*run_both("GroupQueryAttention", ins, n_out=3, **attrs))
