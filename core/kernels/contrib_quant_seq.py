@@ -79,8 +79,9 @@ def dynamic_quantize_lstm(X: np.ndarray, W: np.ndarray, R: np.ndarray,
                           input_forget: int = 0) -> tuple:
     """DynamicQuantizeLSTM: ai.onnx LSTM whose W [dirs, input, 4H] and R [dirs, H, 4H] (note:
     transposed against LSTM's) are int8/uint8 with per-direction or per-column scales and a
-    zero point per direction. As onnxruntime, X (all steps at once) and h (each step) are
-    quantized to uint8 with their own range before each integer Gemm."""
+    zero point per direction. As onnxruntime, X (all steps at once) and h (each step; each batch
+    row on its own where onnxruntime parallelizes over the batch) are quantized to uint8 with
+    their own range before each integer Gemm."""
     op = "DynamicQuantizeLSTM"
     if W_scale is None or R_scale is None:
         raise InvalidArgument("%s: W_scale and R_scale are required" % op)
@@ -99,6 +100,10 @@ def dynamic_quantize_lstm(X: np.ndarray, W: np.ndarray, R: np.ndarray,
                         activation_beta)
     clipped = _clipper(clip)
     flat = s.x.reshape(-1, s.x.shape[-1])
+    # onnxruntime splits the batch over its threads when batch > 4 or (batch >= 2 and H <= 256),
+    # quantizing each chunk of h separately; with at least as many threads as rows (the usual
+    # case for small batches) every row is its own chunk.
+    per_row = s.batch > 4 or (s.batch >= 2 and hid <= 256)
     ys, finals = [], []
     for d in range(s.dirs):
         f, g, h_act = acts[d]
@@ -110,7 +115,11 @@ def dynamic_quantize_lstm(X: np.ndarray, W: np.ndarray, R: np.ndarray,
         rq = r[d]
 
         def cell(xw_t: np.ndarray, h: np.ndarray, c: np.ndarray) -> List[np.ndarray]:
-            gates = (xw_t + _qgemm(h, rq, rs, rz)) + bias
+            if per_row:
+                hr = np.concatenate([_qgemm(h[i:i + 1], rq, rs, rz) for i in range(h.shape[0])])
+            else:
+                hr = _qgemm(h, rq, rs, rz)
+            gates = (xw_t + hr) + bias
             i = f(clipped(gates[:, :hid] + pi * c))
             fg = 1 - i if input_forget else f(clipped(gates[:, 2 * hid:3 * hid] + pf * c))
             c_new = fg * c + i * g(clipped(gates[:, 3 * hid:]))

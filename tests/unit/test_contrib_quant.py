@@ -276,3 +276,63 @@ def test_ms_quantize_dequantize(dtype, per_axis):
     e2, g2 = _both("DequantizeLinear", [("q", e[0], False), ("s", scale, True), ("z", zp, True)],
                    [TensorProto.FLOAT], axis=1)
     _assert_close(g2[0], e2[0])
+
+
+# ----------------------------------------------------------------------------- sequence ops
+
+@pytest.mark.parametrize("direction,per_column,lens", [
+    ("forward", False, None), ("bidirectional", True, None), ("reverse", True, [3, 5])])
+def test_dynamic_quantize_lstm(direction, per_column, lens):
+    rng = np.random.RandomState(12)
+    dirs, hid, inp, seq, batch = (2 if direction == "bidirectional" else 1), 6, 5, 5, 2
+    shape_s = (dirs, 4 * hid) if per_column else (dirs,)
+    inputs = [("X", rng.randn(seq, batch, inp).astype(np.float32), False),
+              ("W", _q(rng, (dirs, inp, 4 * hid), np.int8), True),
+              ("R", _q(rng, (dirs, hid, 4 * hid), np.int8), True),
+              ("B", (rng.randn(dirs, 8 * hid) * 0.1).astype(np.float32), True),
+              ("sequence_lens", np.array(lens, np.int32), True) if lens else None,
+              ("initial_h", rng.randn(dirs, batch, hid).astype(np.float32), True),
+              None, None,
+              ("W_scale", (rng.rand(*shape_s) * 0.01 + 0.002).astype(np.float32), True),
+              ("W_zero_point", np.zeros(shape_s, np.int8), True),
+              ("R_scale", (rng.rand(*shape_s) * 0.01 + 0.002).astype(np.float32), True),
+              ("R_zero_point", np.zeros(shape_s, np.int8), True)]
+    e, g = _both("DynamicQuantizeLSTM", inputs, [TensorProto.FLOAT] * 3, hidden_size=hid,
+                 direction=direction)
+    for got, exp in zip(g, e):
+        _assert_close(got, exp, rtol=1e-4)
+
+
+def test_qattention():
+    pytest.importorskip("onnxedge.kernels.contrib_transformer")
+    rng = np.random.RandomState(13)
+    b, s, d, heads = 2, 4, 8, 2
+    inputs = [("input", _q(rng, (b, s, d)), False), ("weight", _q(rng, (d, 3 * d), np.int8), True),
+              ("bias", (rng.randn(3 * d) * 0.1).astype(np.float32), True),
+              ("input_scale", _c(0.02), True), ("weight_scale", _c(0.015), True),
+              ("mask_index", np.array([4, 3], np.int32), True),
+              ("input_zero_point", np.array(120, np.uint8), True),
+              ("weight_zero_point", np.array(0, np.int8), True)]
+    e, g = _both("QAttention", inputs, [TensorProto.FLOAT], num_heads=heads)
+    _assert_close(g[0], e[0], rtol=1e-4)
+
+
+def test_qembed_layer_normalization():
+    pytest.importorskip("onnxedge.kernels.contrib_transformer")
+    rng = np.random.RandomState(14)
+    b, s, h, vocab = 2, 5, 8, 20
+    u8 = (lambda v: np.array(v, np.uint8))
+    inputs = [("input_ids", rng.randint(0, vocab, size=(b, s)).astype(np.int32), False),
+              ("segment_ids", rng.randint(0, 2, size=(b, s)).astype(np.int32), False),
+              ("word", _q(rng, (vocab, h)), True), ("pos", _q(rng, (16, h)), True),
+              ("seg", _q(rng, (2, h)), True), ("gamma", _q(rng, (h,)), True),
+              ("beta", _q(rng, (h,)), True),
+              ("mask", np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32), False),
+              ("ws", _c(0.01), True), ("ps", _c(0.02), True), ("ss", _c(0.03), True),
+              ("gs", _c(0.004), True), ("bs", _c(0.002), True),
+              ("wz", u8(128), True), ("pz", u8(120), True), ("sz", u8(100), True),
+              ("gz", u8(10), True), ("bz", u8(128), True)]
+    e, g = _both("QEmbedLayerNormalization", inputs, [TensorProto.FLOAT, TensorProto.INT32],
+                 epsilon=1e-5)
+    _assert_close(g[0], e[0], rtol=1e-4)
+    np.testing.assert_array_equal(g[1], e[1])

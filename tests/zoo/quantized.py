@@ -312,7 +312,7 @@ MODELS = [
              compare="quantized", rtol=1e-3, atol=1e-4, requires=REQ),
     ZooModel("dynamic_lstm", _tool("quantize_dynamic int8, LSTM"),
              dynamic(float_lstm, _lstm_feeds, ["LSTM", "MatMul"]), compare="quantized",
-             rtol=1e-2, atol=1e-2, requires=REQ),
+             rtol=1e-4, atol=1e-5, requires=REQ),
     ZooModel("ort_optimized_dynamic_mlp", _tool("quantize_dynamic int8, then a session's "
                                                 "optimized_model_filepath (extended)"),
              ort_optimized_dynamic_mlp, key="2", compare="quantized", rtol=1e-4, atol=1e-5, requires=REQ),
