@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from . import ir
+from . import ir, profiling
 from .errors import InvalidGraph, NotImplemented, OnnxEdgeError, RuntimeException
 from .kernels import registry
 from .kernels._util import check_run
@@ -146,7 +146,9 @@ def run_compiled(steps: List[_Compiled], env: Env,
     """Run compiled nodes in order on `env`, freeing values after their last use.
 
     Before each node, the run stops (RuntimeException) when its RunOptions.terminate was set or
-    its time limit has passed."""
+    its time limit has passed. While a profiler is active (`profiling.active`), each node's
+    time, types and shapes are recorded."""
+    prof = profiling.current()
     for c in steps:
         try:
             check_run()
@@ -157,31 +159,43 @@ def run_compiled(steps: List[_Compiled], env: Env,
         except KeyError as e:
             raise InvalidGraph("%s reads %s, which no graph input, initializer or earlier node "
                                "produces" % (c.node.describe(), e)) from None
-        try:
-            if c.wants_ctx:
-                ctx = KernelContext(c.node, c.opset, c.wanted,
-                                    lambda g, feeds, _env=env: run_subgraph(g, feeds, _env))
-                res = c.fn(ctx, *args, **c.attrs)
-            else:
-                res = c.fn(*args, **c.attrs)
-        except Exception as e:  # kernels' errors become the node's errors
-            raise _fail(c.node, c.opset, e) from e
-        outs = c.outs
-        if len(outs) == 1:
-            if type(res) is tuple:
-                res = res[0]
-            env[outs[0]] = _normalize(res)
+        if prof is None:
+            _run_node(c, args, env, run_subgraph)
         else:
-            if type(res) is not tuple:
-                res = (res,)
-            if len(res) < sum(c.wanted):
-                raise RuntimeException("%s returned %d outputs, the node declares %d"
-                                       % (c.node.describe(), len(res), len(outs)))
-            for name, val in zip(outs, res):
-                if name:
-                    env[name] = _normalize(val)
+            t0 = profiling.now_us()
+            _run_node(c, args, env, run_subgraph)
+            prof.node(c.node, "CPUExecutionProvider", t0, profiling.now_us(), args,
+                      [env.get(name) if name else None for name in c.outs])
         for name in c.free:
             env.pop(name, None)
+
+
+def _run_node(c: _Compiled, args: List[Any], env: Env,
+              run_subgraph: Callable[[ir.Graph, Dict[str, Any], Env], List[Any]]) -> None:
+    """Call one node's kernel on `args` and store its outputs in env."""
+    try:
+        if c.wants_ctx:
+            ctx = KernelContext(c.node, c.opset, c.wanted,
+                                lambda g, feeds, _env=env: run_subgraph(g, feeds, _env))
+            res = c.fn(ctx, *args, **c.attrs)
+        else:
+            res = c.fn(*args, **c.attrs)
+    except Exception as e:  # kernels' errors become the node's errors
+        raise _fail(c.node, c.opset, e) from e
+    outs = c.outs
+    if len(outs) == 1:
+        if type(res) is tuple:
+            res = res[0]
+        env[outs[0]] = _normalize(res)
+    else:
+        if type(res) is not tuple:
+            res = (res,)
+        if len(res) < sum(c.wanted):
+            raise RuntimeException("%s returned %d outputs, the node declares %d"
+                                   % (c.node.describe(), len(res), len(outs)))
+        for name, val in zip(outs, res):
+            if name:
+                env[name] = _normalize(val)
 
 
 class GraphRunner:

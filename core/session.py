@@ -9,8 +9,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import checker, dtypes, executor, ir, optimizer_stamp
-from .errors import InvalidArgument, InvalidGraph, NoModel
+from . import checker, dtypes, executor, ir, optimizer_stamp, profiling
+from .errors import InvalidArgument, InvalidGraph, NoModel, NotImplemented
+from .ortvalue import IOBinding, OrtValue
 from .kernels._util import (MAX_TENSOR_BYTES_KEY, RUN_TIMEOUT_MS_KEY, RunLimits, check_run,
                             default_max_tensor_bytes, use_limits)
 from .partition import Plan, build_plan
@@ -64,9 +65,42 @@ class SessionOptions:
         self.log_verbosity_level = 0
         self.logid = ""
         self.enable_profiling = False
+        self.profile_file_prefix = "onnxruntime_profile_"
         self.enable_mem_pattern = True
         self.enable_cpu_mem_arena = True
         self._config: Dict[str, str] = {}
+        self._free_dims: Dict[str, int] = {}
+        self._initializers: Dict[str, Any] = {}
+
+    def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
+        """Fix the symbolic dimension `dim_name` of the model's inputs to `dim_value`."""
+        if not isinstance(dim_value, (int, np.integer)) or isinstance(dim_value, bool) \
+                or int(dim_value) < 0:
+            raise InvalidArgument("add_free_dimension_override_by_name(%r, %r): the value must be "
+                                  "an integer >= 0" % (dim_name, dim_value))
+        self._free_dims[str(dim_name)] = int(dim_value)
+
+    def add_free_dimension_override_by_denotation(self, dim_denotation: str, dim_value: int) -> None:
+        """Dimension denotations are not kept by onnxedge's IR: NotImplemented."""
+        raise NotImplemented("add_free_dimension_override_by_denotation(%r): onnxedge does not "
+                             "keep dimension denotations; use add_free_dimension_override_by_name"
+                             % (dim_denotation,))
+
+    def add_initializer(self, name: str, ortvalue: Any) -> None:
+        """Replace the model's initializer `name` with this value (an OrtValue or numpy array)
+        of the same type and shape, before the session optimizes the graph."""
+        value = ortvalue.numpy() if isinstance(ortvalue, OrtValue) else ortvalue
+        if not isinstance(value, np.ndarray):
+            raise InvalidArgument("add_initializer(%r): expected an OrtValue or numpy array, got "
+                                  "a %s" % (name, type(ortvalue).__name__))
+        self._initializers[str(name)] = value
+
+    def register_custom_ops_library(self, library_path: str) -> None:
+        """onnxedge loads no native op libraries: register Python kernels with
+        `onnxedge.custom_op` instead."""
+        raise NotImplemented("register_custom_ops_library(%r): onnxedge runs no native custom-op "
+                             "libraries; register each op as a Python function with "
+                             "@onnxedge.custom_op(op_type, domain) (see the README)" % (library_path,))
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Set a free-form configuration entry (kept for API compatibility)."""
@@ -102,7 +136,9 @@ class NodeArg:
         self.name = name
         self.type = type_info.ort_string() if type_info is not None else "unknown"
         shape = type_info.shape if type_info is not None and type_info.kind == "tensor" else None
-        self.shape: List[Any] = list(shape) if shape is not None else []
+        # as onnxruntime: a dim the file leaves unknown (or writes as -1) is None
+        self.shape: List[Any] = [None if d is None or (isinstance(d, int) and d < 0) else d
+                                 for d in shape] if shape is not None else []
 
     def __repr__(self) -> str:
         return "NodeArg(name=%r, type=%r, shape=%r)" % (self.name, self.type, self.shape)
@@ -197,15 +233,18 @@ class InferenceSession:
         log.setLevel(_SEVERITY.get(int(opts.log_severity_level), logging.WARNING))
         if opts.intra_op_num_threads and opts.intra_op_num_threads > 0:
             set_blas_threads(int(opts.intra_op_num_threads))
+        self._profiler = profiling.Profiler(opts.profile_file_prefix) \
+            if opts.enable_profiling else None
+        started = profiling.now_us()
         self._model = load(path_or_bytes)
         self._model_path = path_or_bytes if isinstance(path_or_bytes, (str, os.PathLike)) else None
         checker.check_graph(self._model.graph)
         self._metadata = ModelMetadata(self._model)   # the file's, not the optimizer's stamp
         self._loaded_node_count = len(self._model.graph.nodes)
+        _override_free_dims(self._model.graph, opts._free_dims)
+        _replace_initializers(self._model.graph, opts._initializers)
         self._optimize(opts)
         graph = self._model.graph
-        self._providers = self._create_providers(_normalize_providers(providers, provider_options),
-                                                 int(opts.intra_op_num_threads or 0))
         self._functions = {(f.domain, f.name): f for f in self._model.functions}
         opsets = dict(self._model.opset_imports)
         executor.check_supported(graph.nodes, opsets, self._functions)
@@ -214,7 +253,8 @@ class InferenceSession:
         free = executor.last_uses(graph.nodes, outputs)
         self._ctx = CompileContext(opsets, {i: f for i, f in enumerate(free)}, self._functions,
                                    self._runner_for_subgraphs._run_child)
-        self._plan: Plan = build_plan(graph, self._providers, self._ctx)
+        self._fallback = True
+        self.set_providers(providers, provider_options)
         self._inputs = [NodeArg(v.name, v.type) for v in graph.inputs if v.name not in graph.initializers]
         self._overridable = [NodeArg(v.name, v.type) for v in graph.inputs if v.name in graph.initializers]
         self._outputs = [NodeArg(v.name, v.type) for v in graph.outputs]
@@ -227,6 +267,8 @@ class InferenceSession:
                 value.flags.writeable = False   # kernels must never write into their inputs
             self._initializers[name] = value
         self._output_names = outputs
+        if self._profiler is not None:
+            self._profiler.add("Session", "session_initialization", started, profiling.now_us())
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -307,6 +349,53 @@ class InferenceSession:
         """The model's metadata, as in the file it was loaded from."""
         return self._metadata
 
+    def set_providers(self, providers: Optional[Sequence[Any]] = None,
+                      provider_options: Optional[Sequence[Dict[str, Any]]] = None) -> None:
+        """Choose the providers again (as in the constructor) and re-partition the model."""
+        self._providers = self._create_providers(_normalize_providers(providers, provider_options),
+                                                 int(self._sess_options.intra_op_num_threads or 0))
+        self._plan = build_plan(self._model.graph, self._providers, self._ctx)
+
+    def disable_fallback(self) -> None:
+        """onnxruntime's switch for retrying a failed run on the CPU; onnxedge partitions ahead
+        of time (what a provider cannot run is already on the CPU), so the flag is only kept."""
+        self._fallback = False
+
+    def enable_fallback(self) -> None:
+        """See `disable_fallback`."""
+        self._fallback = True
+
+    def end_profiling(self) -> str:
+        """Write the profile of the runs so far (onnxruntime's Chrome-trace JSON) and stop
+        profiling; returns the file's path ('' when profiling is off)."""
+        if self._profiler is None:
+            return ""
+        path = self._profiler.write(".")
+        self._profiler = None
+        return path
+
+    def get_profiling_start_time_ns(self) -> int:
+        """When profiling started, in nanoseconds of the profiler's clock (0 when off)."""
+        return int(self._profiler.origin * 1000) if self._profiler is not None else 0
+
+    def io_binding(self) -> IOBinding:
+        """An IOBinding for `run_with_iobinding`."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: IOBinding, run_options: Optional[RunOptions] = None) -> None:
+        """Run with the inputs and outputs bound in `iobinding` (outputs: all when none bound);
+        results are read with `iobinding.get_outputs()` / `copy_outputs_to_cpu()`."""
+        names = list(iobinding._outputs) or list(self._output_names)
+        iobinding._store(names, self.run(names, dict(iobinding._inputs), run_options))
+
+    def run_with_ort_values(self, output_names: Optional[Sequence[str]],
+                            input_dict_ort_values: Dict[str, Any],
+                            run_options: Optional[RunOptions] = None) -> List[OrtValue]:
+        """`run` taking and giving OrtValues."""
+        feeds = {name: v.numpy() if isinstance(v, OrtValue) else v
+                 for name, v in input_dict_ort_values.items()}
+        return [OrtValue(v) for v in self.run(output_names, feeds, run_options)]
+
     def get_providers(self) -> List[str]:
         """Names of the providers registered for this session, in priority order."""
         return [p.name for p in self._providers]
@@ -336,12 +425,34 @@ class InferenceSession:
     def run(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
             run_options: Optional[RunOptions] = None) -> List[Any]:
         """Run the model; returns the requested outputs (all when output_names is None/empty)."""
+        if self._profiler is not None:
+            return self._run_profiled(output_names, input_feed, run_options)
         names, env = self._start_run(output_names, input_feed, run_options)
         with use_limits(self._run_limits(run_options)):
             for step in self._plan.steps:
                 check_run()
                 step.run(env)
         return self._collect(env, names)
+
+    def _run_profiled(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
+                      run_options: Optional[RunOptions]) -> List[Any]:
+        """`run` recording a Session event for the run and Node events for its nodes (a step of
+        a provider other than the CPU's: one event for its nodes)."""
+        prof = self._profiler
+        start = profiling.now_us()
+        names, env = self._start_run(output_names, input_feed, run_options)
+        nodes = self._model.graph.nodes
+        with use_limits(self._run_limits(run_options)), profiling.active(prof):
+            for step in self._plan.steps:
+                check_run()
+                t0 = profiling.now_us()
+                step.run(env)
+                if step.provider != "CPUExecutionProvider":
+                    prof.step([nodes[i] for i in step.node_indices], step.provider, t0,
+                              profiling.now_us())
+        out = self._collect(env, names)
+        prof.add("Session", "model_run", start, profiling.now_us())
+        return out
 
     @property
     def needs_run_async(self) -> bool:
@@ -458,6 +569,38 @@ class InferenceSession:
         if isinstance(value, list):
             return [InferenceSession._own(v) for v in value]
         return value
+
+
+def _override_free_dims(graph: ir.Graph, dims: Dict[str, int]) -> None:
+    """Fix named symbolic dims of the graph's inputs (add_free_dimension_override_by_name)."""
+    if not dims:
+        return
+    seen = set()
+    for v in graph.inputs:
+        if v.type is None or v.type.kind != "tensor" or v.type.shape is None:
+            continue
+        for i, d in enumerate(v.type.shape):
+            if isinstance(d, str) and d in dims:
+                v.type.shape[i] = dims[d]
+                seen.add(d)
+    unknown = sorted(set(dims) - seen)
+    if unknown:
+        raise InvalidArgument("add_free_dimension_override_by_name: the model's inputs have no "
+                              "symbolic dimension %s" % ", ".join(repr(u) for u in unknown))
+
+
+def _replace_initializers(graph: ir.Graph, values: Dict[str, Any]) -> None:
+    """Put SessionOptions.add_initializer values in place of the graph's initializers."""
+    for name, value in values.items():
+        old = graph.initializers.get(name)
+        if not isinstance(old, np.ndarray):
+            raise InvalidArgument("add_initializer(%r): the model has no initializer of that name"
+                                  % name)
+        if value.dtype != old.dtype or value.shape != old.shape:
+            raise InvalidArgument("add_initializer(%r): got %s %s, the model's initializer is "
+                                  "%s %s" % (name, value.dtype, list(value.shape), old.dtype,
+                                             list(old.shape)))
+        graph.initializers[name] = value
 
 
 def _config_number(opts: SessionOptions, key: str, default: int, minimum: int) -> int:
