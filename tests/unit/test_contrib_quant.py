@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxedge
+from onnxedge.kernels import contrib_quant
 
-ort = pytest.importorskip("onnxruntime")
 MS = "com.microsoft"
 ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
         np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
@@ -47,6 +47,7 @@ def _model(op: str, inputs: Sequence[Optional[tuple]], out_types: Sequence[int],
 
 def _both(op: str, inputs: Sequence[Optional[tuple]], out_types: Sequence[int],
           **attrs: Any) -> tuple:
+    ort = pytest.importorskip("onnxruntime")
     model = _model(op, inputs, out_types, attrs)
     feeds = {i[0]: i[1] for i in inputs if i is not None and not i[2]}
     expected = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
@@ -74,6 +75,58 @@ def _q(rng: np.random.RandomState, shape: Sequence[int], dtype=np.uint8) -> np.n
 
 def _c(value: Any, dtype=np.float32) -> np.ndarray:
     return np.array(value, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- numpy references
+# (these run without onnxruntime, e.g. under Python 3.8 + numpy 1.17)
+
+def test_matmul_nbits_against_a_loop():
+    rng = np.random.RandomState(20)
+    K, N, block = 40, 3, 16
+    kb = 3
+    b = _q(rng, (N, kb, block // 2))
+    scales = rng.rand(N * kb).astype(np.float32)
+    zps = _q(rng, (N * 2,))                   # ceil(3 blocks * 4 bits / 8) = 2 bytes per row
+    a = rng.randn(2, K).astype(np.float32)
+    w = np.zeros((N, K), np.float32)
+    for n in range(N):
+        for k in range(K):
+            byte = b[n, k // block, (k % block) // 2]
+            code = (byte >> 4) if k % 2 else (byte & 15)
+            zbyte = zps[n * 2 + (k // block) // 2]
+            zp = (zbyte >> 4) if (k // block) % 2 else (zbyte & 15)
+            w[n, k] = (float(code) - float(zp)) * scales[n * kb + k // block]
+    got = contrib_quant.matmul_nbits(a, b, scales, zps, K=K, N=N, bits=4, block_size=block)
+    np.testing.assert_allclose(got, a @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_gather_block_quantized_against_a_loop():
+    rng = np.random.RandomState(21)
+    data = _q(rng, (6, 16))                   # 32 4-bit codes per row, blocks of 16
+    scales = rng.rand(6, 2).astype(np.float32)
+    got = contrib_quant.gather_block_quantized(data, np.array([5, -6, 9]), scales, block_size=16)
+    for row, idx in enumerate([5, 0]):
+        for k in range(32):
+            byte = data[idx, k // 2]
+            code = (byte >> 4) if k % 2 else (byte & 15)
+            assert got[row, k] == np.float32((int(code) - 8) * scales[idx, k // 16])
+    assert not got[2].any()                   # out of range: zeros, as onnxruntime
+
+
+def test_qlinear_softmax_and_global_pool_near_float():
+    rng = np.random.RandomState(22)
+    x = _q(rng, (3, 9))
+    y = contrib_quant.qlinear_softmax(x, _c(0.05), np.array(100, np.uint8), _c(1 / 256.0),
+                                      np.array(0, np.uint8))
+    xf = (x.astype(np.float64) - 100) * 0.05
+    ref = np.exp(xf - xf.max(axis=1, keepdims=True))
+    ref /= ref.sum(axis=1, keepdims=True)
+    assert np.abs(y / 256.0 - ref).max() <= 1.5 / 256
+    img = _q(rng, (2, 3, 4, 5))
+    g = contrib_quant.qlinear_global_average_pool(img, _c(0.1), np.array(7, np.uint8), _c(0.07),
+                                                  np.array(3, np.uint8))
+    mean = ((img.astype(np.float64) - 7) * 0.1).mean(axis=(2, 3), keepdims=True)
+    assert np.abs(g.astype(np.float64) - np.clip(mean / 0.07 + 3, 0, 255)).max() <= 0.5 + 1e-6
 
 
 # ----------------------------------------------------------------------------- integer matmuls
@@ -169,6 +222,7 @@ def test_gather_block_quantized_uint8(bits, with_zp):
 
 
 def test_gather_block_quantized_int4_other_axes():
+    ort = pytest.importorskip("onnxruntime")
     ml_dtypes = pytest.importorskip("ml_dtypes")
     rng = np.random.RandomState(5)
     data = rng.randint(-8, 8, size=(4, 32, 6)).astype(ml_dtypes.int4)
