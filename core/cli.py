@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import sys
 import time
@@ -141,13 +142,8 @@ def _print_value(name: str, value: Any, out) -> None:
         print("%s: %r" % (name, value), file=out)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Run a model on given (or random) inputs and print its outputs."""
-    from .session import InferenceSession, SessionOptions
-    opts = SessionOptions()
-    opts.intra_op_num_threads = args.threads
-    opts.graph_optimization_level = _LEVELS[args.optimize]
-    sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
+def _feeds_for(sess: Any, args: argparse.Namespace) -> Dict[str, Any]:
+    """The feeds of `run`/`profile`: --input files, random values for the other inputs."""
     feeds = _load_inputs(args.input)
     dims = parse_dims(args.dim)
     check_feed_names(feeds, sess.get_inputs())
@@ -158,6 +154,82 @@ def cmd_run(args: argparse.Namespace) -> int:
             feeds[arg.name] = random_input(arg, dims, rng)
             print("input %s: random %s %s" % (arg.name, feeds[arg.name].dtype,
                                               list(feeds[arg.name].shape)))
+    return feeds
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Run a model with profiling on: onnxruntime's trace JSON, a per-op table and a PNG."""
+    from . import profiling
+    from .session import InferenceSession, SessionOptions
+    opts = SessionOptions()
+    opts.intra_op_num_threads = args.threads
+    opts.graph_optimization_level = _LEVELS[args.optimize]
+    opts.enable_profiling = True
+    sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
+    feeds = _feeds_for(sess, args)
+    sess.run(None, feeds)                      # warm-up, kept out of the table
+    for _ in range(max(1, args.repeat)):
+        sess.run(None, feeds)
+    out_dir = args.output_dir or "."
+    os.makedirs(out_dir, exist_ok=True)
+    cwd = os.getcwd()
+    os.chdir(out_dir)
+    try:
+        trace = os.path.abspath(sess.end_profiling())
+    finally:
+        os.chdir(cwd)
+    with open(trace) as f:
+        events = json.load(f)
+    first_run = [e for e in events if e["name"] == "model_run"][0]
+    warm_end = first_run["ts"] + first_run["dur"]
+    events = [e for e in events if e["ts"] >= warm_end]
+    rows = profiling.summarize(events)
+    runs = [e["dur"] for e in events if e["name"] == "model_run"]
+    print("%d run(s), median %.3f ms; time per op (providers: %s):"
+          % (len(runs), float(np.median(runs)) / 1000 if runs else 0.0,
+             ", ".join(sess.get_providers())))
+    print("  %-28s %-28s %7s %12s %10s %7s" % ("op", "provider", "calls", "total ms",
+                                               "mean us", "share"))
+    for r in rows:
+        print("  %-28s %-28s %7d %12.3f %10.1f %6.1f%%" % (
+            printable(r["op"], 28), r["provider"], r["calls"], r["total_us"] / 1000,
+            r["mean_us"], 100 * r["share"]))
+    print("trace: %s (open it in Perfetto or chrome://tracing)" % trace)
+    png = os.path.splitext(trace)[0] + ".png"
+    if _plot_profile(rows, png, os.path.basename(args.model)):
+        print("plot: %s" % png)
+    return 0
+
+
+def _plot_profile(rows: List[Dict[str, Any]], path: str, title: str) -> bool:
+    """A horizontal bar chart of time per op; False (and a note) without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot: skipped (matplotlib is not installed)")
+        return False
+    top = rows[:20][::-1]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(top) + 1.2))
+    ax.barh(["%s (%s)" % (r["op"], r["provider"].replace("ExecutionProvider", ""))
+             for r in top], [r["total_us"] / 1000 for r in top])
+    ax.set_xlabel("total ms over the profiled runs")
+    ax.set_title("onnxedge profile: %s" % title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a model on given (or random) inputs and print its outputs."""
+    from .session import InferenceSession, SessionOptions
+    opts = SessionOptions()
+    opts.intra_op_num_threads = args.threads
+    opts.graph_optimization_level = _LEVELS[args.optimize]
+    sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
+    feeds = _feeds_for(sess, args)
     times = []
     outputs: List[Any] = []
     for _ in range(max(1, args.repeat)):
@@ -353,6 +425,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", "-o", help="also save each output as NAME.npy here")
     add_optimize_option(p, "all")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("profile", help="profile a model: time per op (table, PNG) and "
+                                       "onnxruntime's trace JSON")
+    p.add_argument("model", help="path to a .onnx or .oxe model")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeatable); others get random values")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=INT",
+                   help="size of a symbolic dimension for random inputs (default 1)")
+    p.add_argument("--providers", help="comma-separated execution providers, in priority order")
+    p.add_argument("--repeat", type=int, default=10, help="profiled runs after one warm-up (default 10)")
+    p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads (0 = default)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--output-dir", "-o", help="folder for the trace and the plot (default .)")
+    add_optimize_option(p, "all")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("inspect", help="print inputs, outputs, opsets, op histogram and partition")
     p.add_argument("model", help="path to a .onnx or .oxe model")

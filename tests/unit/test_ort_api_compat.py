@@ -125,3 +125,21 @@ def test_set_providers_and_fallback_switches():
     x = np.ones((1, 4), np.float32)
     ref = ort.InferenceSession(_mlp(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(edge.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-5)
+
+
+def test_profile_command_prints_a_table_and_writes_trace_and_plot(tmp_path, capsys):
+    from onnxedge import cli
+    path = str(tmp_path / "mlp.onnx")
+    with open(path, "wb") as f:
+        f.write(_mlp())
+    assert cli.main(["profile", path, "--repeat", "3", "-o", str(tmp_path / "prof"),
+                     "--optimize", "disable"]) == 0
+    out = capsys.readouterr().out
+    assert "3 run(s)" in out
+    table = [ln.split() for ln in out.splitlines() if ln.strip().startswith(("MatMul", "Relu"))]
+    assert {r[0]: int(r[2]) for r in table} == {"MatMul": 6, "Relu": 3}
+    traces = [f for f in os.listdir(tmp_path / "prof") if f.endswith(".json")]
+    events = json.load(open(tmp_path / "prof" / traces[0]))
+    assert sum(e["cat"] == "Node" for e in events) == 12   # the warm-up run too
+    pytest.importorskip("matplotlib")
+    assert any(f.endswith(".png") for f in os.listdir(tmp_path / "prof"))
