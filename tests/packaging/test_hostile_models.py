@@ -178,17 +178,33 @@ esac
 """
 
 
-def test_package_rpi_of_a_hostile_model(hostile, tmp_path):
+@pytest.mark.parametrize("file_name", [EVIL_FILE, "m$(touch %s).onnx" % SENTINEL])
+def test_package_rpi_of_a_hostile_model(file_name, tmp_path):
     from onnxedge.edge.rpi import bundle as rpi
+    hostile = _hostile_model(str(tmp_path / file_name))
     out = str(tmp_path / "pi")
     b = rpi.make_bundle([hostile], out, wheels_dir=_fake_pi_wheels(str(tmp_path / "wh")),
                         neon=False)
-    safe = rpi.safe_name(hostile) + ".oxe"
-    assert re.match(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z", safe) and os.listdir(
-        os.path.join(out, "models")) == [safe]
-    check_wheel_python(b.wheel, str(tmp_path), named=False)
     install = os.path.join(out, "install.sh")
     assert subprocess.run(["sh", "-n", install]).returncode == 0
+    # install.sh runs (stub pythons, no systemd) without running the model's text
+    stub = tmp_path / "python3.11"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    prefix = str(tmp_path / "opt" / "onnxedge")
+    env = dict(os.environ, PATH=str(tmp_path) + os.pathsep + os.environ["PATH"])
+    env.pop("ONNXEDGE_EMULATOR", None)
+    proc = subprocess.run(["sh", install, "--prefix", prefix, "--no-systemd", "--python", str(stub)],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=60)
+    _no_sentinel(str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the model's file in the bundle has a plain name, the one install.sh and the unit use
+    [safe] = os.listdir(os.path.join(out, "models"))
+    assert re.match(r"[A-Za-z0-9_][A-Za-z0-9._-]*\.oxe\Z", safe), safe
+    assert os.listdir(os.path.join(prefix, "models")) == [safe]
+    with open(os.path.join(prefix, "onnxedge.service"), encoding="utf-8") as f:
+        assert "serve %s/models/%s --host" % (prefix, safe) in f.read()
+    check_wheel_python(b.wheel, str(tmp_path), named=False)
     with open(install, encoding="utf-8") as f:
         script = f.read()
     assert "MODEL=%s\n" % safe in script and "`touch" not in script and "$(touch" not in script
@@ -203,20 +219,6 @@ def test_package_rpi_of_a_hostile_model(hostile, tmp_path):
     argv = shlex.split(curl.replace("\\\n", " "))
     body = argv[argv.index("-d") + 1]
     assert list(json.loads(body.replace("[...]", "[]"))["inputs"]) == ["in " + EVIL]
-    # install.sh runs (stub pythons, no systemd) without running the model's text
-    stub = tmp_path / "python3.11"
-    stub.write_text(STUB_PYTHON)
-    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
-    prefix = str(tmp_path / "opt" / "onnxedge")
-    env = dict(os.environ, PATH=str(tmp_path) + os.pathsep + os.environ["PATH"])
-    env.pop("ONNXEDGE_EMULATOR", None)
-    proc = subprocess.run(["sh", install, "--prefix", prefix, "--no-systemd", "--python", str(stub)],
-                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert os.listdir(os.path.join(prefix, "models")) == [safe]
-    with open(os.path.join(prefix, "onnxedge.service"), encoding="utf-8") as f:
-        assert "serve %s/models/%s --host" % (prefix, safe) in f.read()
-    _no_sentinel(str(tmp_path))
     # a prefix that would break the sed command or the unit is refused
     proc = subprocess.run(["sh", install, "--prefix", prefix + "|x\nExecStartPre=/bin/id",
                            "--no-systemd", "--python", str(stub)], cwd=str(tmp_path), env=env,
