@@ -68,7 +68,7 @@ def _render(name: str, values: Dict[str, Any], mark: str = "@", quote: Any = str
 
 
 def _unit_values(values: Dict[str, Any]) -> Dict[str, Any]:
-    """values checked for the systemd unit: no whitespace, quotes, `%` (specifiers) or `\`."""
+    """values checked for the systemd unit: no whitespace, quotes, backslashes or `%`."""
     for key, value in values.items():
         if not re.match(r"[A-Za-z0-9._,/:-]+\Z", str(value)):
             raise InvalidArgument("%s %r cannot go into the systemd unit" % (key, str(value)))
