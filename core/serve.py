@@ -134,10 +134,17 @@ def check_shape(shape: Any, where: str) -> Tuple[int, ...]:
                               "got %s" % (where, _short(shape)))
     size = 1
     for d in shape:
-        size *= d
+        size *= max(d, 1)   # numpy refuses these even when a zero dimension makes the size 0
     if size > _MAX_DIM:
         raise InvalidArgument("%s: shape %s holds more than 2**63 values" % (where, _short(shape)))
     return tuple(shape)
+
+
+def _reshape(arr: np.ndarray, shape: Tuple[int, ...], where: str) -> np.ndarray:
+    try:
+        return arr.reshape(shape)
+    except ValueError as e:   # e.g. dimensions numpy cannot index even for an empty array
+        raise InvalidArgument("%s: %s" % (where, _short(str(e), 200))) from None
 
 
 def _clip(text: str, limit: int = 120) -> str:
@@ -193,7 +200,7 @@ def decode_tensor(name: str, spec: Any, declared: Optional[int]) -> np.ndarray:
         if size != arr.size:
             raise InvalidArgument("%s: shape %s holds %d values but data has %d"
                                   % (where, list(shape), size, arr.size))
-        arr = arr.reshape(shape)
+        arr = _reshape(arr, shape, where)
     return arr
 
 
@@ -234,8 +241,8 @@ def decode_npy(name: str, body: bytes, declared: Optional[int]) -> np.ndarray:
                                                 len(body) - offset))
     arr = np.frombuffer(body, dtype=dtype, count=count, offset=offset)
     if fortran:
-        return np.ascontiguousarray(arr.reshape(shape[::-1]).transpose())
-    return arr.reshape(shape)
+        return np.ascontiguousarray(_reshape(arr, shape[::-1], where).transpose())
+    return _reshape(arr, shape, where)
 
 
 def _finite_or_name(x: float) -> Any:
