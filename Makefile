@@ -18,11 +18,19 @@ help:  ## list the targets
 
 setup: $(STAMP)/venv $(STAMP)/venv38 setup-browser setup-neon $(STAMP)/apt-flatc setup-webgpu $(STAMP)/venv-pyodide  ## install everything missing (venvs for Python 3.11 and 3.8)
 
-$(STAMP)/venv: pyproject.toml
+$(STAMP)/venv-demo: pyproject.toml
 	@mkdir -p $(STAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "== installing onnxedge and what the demo needs (onnx, scikit-learn) into $(VENV)"
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install --progress-bar off -e '.[demo]' | grep -v '^Requirement already satisfied' || true
+	$(PY) -c "import onnxedge, onnx, sklearn"
+	@touch $@
+
+$(STAMP)/venv: $(STAMP)/venv-demo pyproject.toml
+	@echo "== installing the test and benchmark tools into $(VENV) (onnxruntime, torch CPU, transformers, scikit-learn converters, playwright, coremltools: a few minutes the first time)"
+	$(PY) -m pip install --progress-bar off -e '.[test,bench]' | grep -v '^Requirement already satisfied' || true
+	$(PY) -c "import onnxruntime, pytest"
 	@touch $@
 
 $(STAMP)/apt-flatc:
@@ -78,7 +86,7 @@ $(STAMP)/npm-web: web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund --ignore-scripts
 	@touch $@
 
-$(STAMP)/wheels-web: $(STAMP)/venv
+$(STAMP)/wheels-web: $(STAMP)/venv-demo
 	$(PY) -m pip download -q --no-deps --only-binary=:all: -d web/page/wheels flatbuffers==25.12.19
 	@touch $@
 
@@ -95,6 +103,15 @@ $(STAMP)/apt-neon:
 
 $(STAMP)/arm-sysroot: $(STAMP)/apt-neon $(STAMP)/venv scripts/arm_sysroot.sh
 	scripts/arm_sysroot.sh
+	@touch $@
+
+$(STAMP)/apt-clang-wasm:
+	@mkdir -p $(STAMP)
+	command -v clang-14 >/dev/null && command -v wasm-ld-14 >/dev/null || { echo "== installing clang-14 and lld-14 (the page's wasm kernels)"; apt-get update -q && apt-get -o DPkg::Lock::Timeout=900 install -y -q clang-14 lld-14; }
+	@touch $@
+
+$(STAMP)/wasm-kernels: $(STAMP)/apt-clang-wasm $(STAMP)/venv-demo $(wildcard edge/kernels/*.c edge/kernels/*.h) edge/kernels/build.py
+	$(PY) edge/kernels/build.py --targets wasm
 	@touch $@
 
 $(STAMP)/apt-valgrind:
@@ -129,20 +146,22 @@ WEB_DEMO    ?= build/web-demo
 WEB_PORT    ?= 8000
 WEB_MODELS  := demo/models/digits.onnx demo/models/mlp.onnx
 
-demo/models/mlp.onnx:
+demo/models/mlp.onnx: | $(STAMP)/venv-demo
 	$(PY) demo/make_models.py
 
-demo/models/digits.onnx:
+demo/models/digits.onnx: | $(STAMP)/venv-demo
 	$(PY) demo/digits/train.py
 
-demo: setup $(WEB_MODELS)  ## the MLP through the CLI, then the in-browser demo (digit drawing + MLP) built into build/web-demo/ and served on localhost:8000
+DEMO_SETUP := $(STAMP)/venv-demo $(STAMP)/npm-web $(STAMP)/wheels-web $(STAMP)/wasm-kernels
+
+demo: $(DEMO_SETUP) $(WEB_MODELS)  ## the MLP through the CLI, then the in-browser demo (digit drawing + MLP) built into build/web-demo/ and served on localhost:8000
 	$(VENV)/bin/onnxedge run demo/models/mlp.onnx --input input=demo/models/mlp_input.npy --repeat 20
 	$(VENV)/bin/onnxedge web build $(WEB_MODELS) -o $(WEB_DEMO) --title "onnxedge demo: draw a digit"
 	@echo "open http://127.0.0.1:$(WEB_PORT)/ in a browser (Ctrl-C stops the server)"
 	$(VENV)/bin/onnxedge web serve $(WEB_DEMO) --port $(WEB_PORT)
 
 .PHONY: web-build web-serve
-web-build: setup $(WEB_MODELS)  ## build the browser bundle of the demo models into build/web-demo/ (WEB_ARGS: extra `onnxedge web build` options)
+web-build: $(DEMO_SETUP) $(WEB_MODELS)  ## build the browser bundle of the demo models into build/web-demo/ (WEB_ARGS: extra `onnxedge web build` options)
 	$(VENV)/bin/onnxedge web build $(WEB_MODELS) -o $(WEB_DEMO) --title "onnxedge demo: draw a digit" $(WEB_ARGS)
 
 web-serve:  ## serve build/web-demo/ on localhost (WEB_PORT, default 8000)
