@@ -1,5 +1,6 @@
 """ai.onnx.ml operators: LabelEncoder, TreeEnsemble, Binarizer, ArrayFeatureExtractor, Scaler,
-Normalizer."""
+Normalizer; and the score helpers the other ml_* modules share (onnxruntime's post transforms in
+float32, class labels from attributes)."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
@@ -18,6 +19,112 @@ def _text(v: Any) -> str:
 
 def _is_str_array(x: np.ndarray) -> bool:
     return x.dtype == object or x.dtype.kind in "US"
+
+
+# ---------------------------------------------------------------- shared score helpers
+# onnxruntime computes classic-ML scores in float32 and post-transforms them with its own
+# formulas (ml_common.h); these do the same on whole (N, C) float32 arrays.
+
+TRANSFORMS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
+
+
+def transform_code(op: str, name: Any) -> str:
+    """The post_transform attribute as one of TRANSFORMS; InvalidArgument naming `op` otherwise."""
+    text = _text(name) if name is not None else "NONE"
+    if text not in TRANSFORMS:
+        raise InvalidArgument("%s: post_transform %r is not one of %s" % (op, text, ", ".join(TRANSFORMS)))
+    return text
+
+
+def ort_logistic(x: np.ndarray) -> np.ndarray:
+    """onnxruntime's ComputeLogistic in float32: 1/(1+exp(-|x|)), mirrored for x < 0."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        v = (np.float32(1) / (np.float32(1) + np.exp(-np.abs(x)))).astype(np.float32)
+    return np.where(x < 0, np.float32(1) - v, v).astype(np.float32)
+
+
+def ort_probit(x: np.ndarray) -> np.ndarray:
+    """onnxruntime's ComputeProbit: sqrt(2) * ErfInv(2x - 1) with its closed-form ErfInv (float32)."""
+    f = np.float32
+    x = (f(2) * np.asarray(x, dtype=np.float32) - f(1)).astype(np.float32)
+    sgn = np.where(x < 0, f(-1), f(1)).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lg = np.log(((f(1) - x) * (f(1) + x)).astype(np.float32))
+        v = f(2) / (f(np.pi) * f(0.147)) + f(0.5) * lg
+        v2 = f(1) / f(0.147) * lg
+        v3 = -v + np.sqrt(v * v - v2)
+        out = f(1.41421356) * sgn * np.sqrt(v3)
+    return out.astype(np.float32)
+
+
+def ort_softmax(s: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of (N, C) float32 scores."""
+    s = np.asarray(s, dtype=np.float32)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def ort_softmax_zero(s: np.ndarray) -> np.ndarray:
+    """onnxruntime's SOFTMAX_ZERO: like softmax, but scores within 1e-7 of 0 stay 0-weighted."""
+    s = np.asarray(s, dtype=np.float32)
+    vmax = s.max(axis=1, keepdims=True)
+    nz = (s > np.float32(1e-7)) | (s < np.float32(-1e-7))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        e = np.where(nz, np.exp(s - vmax), s * np.exp(-vmax)).astype(np.float32)
+        total = np.where(nz, e, 0).sum(axis=1, keepdims=True).astype(np.float32)
+        return (e / total).astype(np.float32)
+
+
+def apply_transform(scores: np.ndarray, post: str) -> np.ndarray:
+    """Post transform of (N, C) scores with C >= 2, as onnxruntime applies it to each row."""
+    if post == "LOGISTIC":
+        return ort_logistic(scores)
+    if post == "SOFTMAX":
+        return ort_softmax(scores)
+    if post == "SOFTMAX_ZERO":
+        return ort_softmax_zero(scores)
+    if post == "PROBIT":
+        return ort_probit(scores)
+    return np.asarray(scores, dtype=np.float32)
+
+
+def expand_binary(s: np.ndarray, post: str, mode: int) -> np.ndarray:
+    """One score per row made into two columns the way onnxruntime does (`add_second_class`):
+    mode 0/1 -> [1-s, s]; 2/3 -> [logistic(-s), logistic(s)] under LOGISTIC, else [-s, s]."""
+    s = np.asarray(s, dtype=np.float32).reshape(-1)
+    if mode in (0, 1):
+        return np.stack([np.float32(1) - s, s], axis=1).astype(np.float32)
+    if post == "LOGISTIC":
+        return np.stack([ort_logistic(-s), ort_logistic(s)], axis=1)
+    return np.stack([-s, s], axis=1).astype(np.float32)
+
+
+def class_labels(op: str, strings: Optional[List[Any]], ints: Optional[List[int]],
+                 required: bool = True) -> Optional[np.ndarray]:
+    """The classlabels_strings (object array) or classlabels_ints / int64s (int64 array)."""
+    if strings:
+        out = np.empty(len(strings), dtype=object)
+        out[:] = [_text(v) for v in strings]
+        return out
+    if ints:
+        return np.asarray(ints, dtype=np.int64)
+    if required:
+        raise InvalidArgument("%s: needs classlabels_strings or classlabels_ints" % op)
+    return None
+
+
+def as_float_matrix(op: str, X: np.ndarray) -> np.ndarray:
+    """X as a 2-D float32 (N, F) array (a 1-D X is one row), the way onnxruntime reads it."""
+    x = np.asarray(X)
+    if x.ndim == 0 or x.dtype == object or x.dtype.kind not in "fiub":
+        raise InvalidArgument("%s: X must be a numeric tensor of rank 1 or 2, got %s of shape %s"
+                              % (op, x.dtype, x.shape))
+    if x.ndim == 1:
+        x = x.reshape(1, -1)
+    elif x.ndim > 2:
+        x = x.reshape(x.shape[0], -1)
+    return x.astype(np.float32)
 
 
 # ---------------------------------------------------------------- LabelEncoder
