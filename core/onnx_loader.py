@@ -13,7 +13,7 @@ import numpy as np
 
 from . import checker, dtypes, ir
 from .errors import InvalidGraph, InvalidProtobuf, NoSuchFile, NotImplemented
-from .tensor_data import MAX_SPARSE_DENSE_BYTES, check_sparse, unpack_bits  # noqa: F401
+from .tensor_data import MAX_SPARSE_DENSE_BYTES, check_sparse, densify, unpack_bits
 
 _PACKED_BITS = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}   # uint4, int4, float4e2m1, uint2, int2
 _SIGNED_PACKED = {22, 26}
@@ -44,7 +44,8 @@ class ExternalData:
     read. The distinct ranges read from one file may not add up to more than READ_FACTOR x its
     size (ranges that overlap), and copies made from them (unpacked 4-/2-bit values, byte swaps)
     not to more than COPY_FACTOR x the size of the files read, so a small model whose tensors
-    all point at one range costs the range once, not once per tensor.
+    all point at one range costs the range once, not once per tensor. It also keeps what is left
+    of MAX_SPARSE_DENSE_BYTES for the load's sparse initializers made dense (`dense_left`).
     """
 
     def __init__(self, base_dir: Optional[str]) -> None:
@@ -52,6 +53,7 @@ class ExternalData:
         self.ranges: Dict[Tuple[str, int, int], np.ndarray] = {}
         self.read: Dict[str, int] = {}     # path -> bytes of distinct ranges read from it
         self.copy_left = 1 << 20           # grows by COPY_FACTOR x each file's size
+        self.dense_left = MAX_SPARSE_DENSE_BYTES
 
     def _path(self, t: Any, location: str) -> str:
         if self.base_dir is None:
@@ -367,7 +369,9 @@ def graph_to_ir(g: Any, base_dir: ExternalSource = None) -> ir.Graph:
     for t in g.initializer:
         inits[t.name] = tensor_to_array(t, base_dir)
     for s in g.sparse_initializer:
-        inits[s.values.name] = sparse_to_ir(s, base_dir).to_dense()
+        inits[s.values.name], base_dir.dense_left = densify(
+            sparse_to_ir(s, base_dir), base_dir.dense_left,
+            "sparse initializer %r of graph %r" % (s.values.name, g.name))
     return ir.Graph(
         name=g.name,
         nodes=[_node(n, base_dir) for n in g.node],

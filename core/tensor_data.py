@@ -2,6 +2,8 @@
 tensor check (a module of its own so a reduced build without the `.onnx` loader keeps them)."""
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
 
 from . import ir
@@ -21,7 +23,20 @@ def unpack_bits(raw: np.ndarray, bits: int, count: int, signed: bool) -> np.ndar
     return vals
 
 
-MAX_SPARSE_DENSE_BYTES = 1 << 30   # a sparse tensor made dense may take at most this much
+MAX_SPARSE_DENSE_BYTES = 1 << 30   # sparse initializers made dense take at most this much a model
+
+
+def densify(s: ir.SparseTensor, left: int, what: str) -> Tuple[np.ndarray, int]:
+    """(the dense form of `s`, what is left of a model's `left` bytes for dense sparse
+    initializers); InvalidGraph naming `what` before allocating beyond the budget."""
+    size = s.values.dtype.itemsize
+    for d in s.dims:
+        size *= d
+    if size > left:
+        raise InvalidGraph("%s: its dense form %s takes %d bytes, beyond what is left (%d) of the "
+                           "%d bytes all sparse initializers of a model may take made dense"
+                           % (what, s.dims, size, left, MAX_SPARSE_DENSE_BYTES))
+    return s.to_dense(), left - size
 
 
 def check_sparse(s: ir.SparseTensor, what: str = "sparse tensor") -> None:

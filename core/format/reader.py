@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import checker, dtypes, ir
 from ..errors import InvalidGraph, NoSuchFile, OnnxEdgeError
-from ..tensor_data import check_sparse, unpack_bits
+from ..tensor_data import MAX_SPARSE_DENSE_BYTES, check_sparse, densify, unpack_bits
 from .layout import (ALIGN, FILE_IDENTIFIER, FORMAT_MAJOR, MAX_DEPTH, MAX_RANK, PACKED_BITS,
                      SIGNED_PACKED, is_oxe)
 from .table import BOOL, BYTE, F64, I32, I64, U16, U64, Table
@@ -86,6 +86,7 @@ class _Reader:
         self.keep_sparse, self.source = keep_sparse, source
         self.budget = len(buf) // 4 + 64
         self.copy_budget = COPY_FACTOR * len(buf) + (1 << 20)
+        self.dense_left = MAX_SPARSE_DENSE_BYTES   # bytes left for sparse initializers made dense
         self.depth = 0
         self.ext: Optional[_Region] = None
         self.ext_name = ""
@@ -328,8 +329,12 @@ class _Reader:
         for sp in self.tables(g, _G_SPARSE):
             values = sp.table(0)
             key = self.text(values, _T_NAME) if values is not None else ""
-            s = self.sparse(sp, "initializer %r of graph %r" % (key, name))
-            inits[key] = s if self.keep_sparse else s.to_dense()
+            what = "sparse initializer %r of graph %r" % (key, name)
+            s = self.sparse(sp, what)
+            if self.keep_sparse:
+                inits[key] = s
+            else:
+                inits[key], self.dense_left = densify(s, self.dense_left, what)
         out = ir.Graph(
             name=name,
             nodes=[self.node(n) for n in self.tables(g, _G_NODES)],

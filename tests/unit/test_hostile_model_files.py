@@ -58,9 +58,10 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def load_in_child(path: str, session: bool = False) -> Dict[str, Any]:
-    """Load `path` (or make an InferenceSession of it) in a memory-limited child process."""
-    code = _CHILD % {"limit": MEMORY_LIMIT, "session": session}
+def load_in_child(path: str, session: bool = False, limit: int = MEMORY_LIMIT) -> Dict[str, Any]:
+    """Load `path` (or make an InferenceSession of it) in a child process limited to `limit`
+    bytes of address space."""
+    code = _CHILD % {"limit": limit, "session": session}
     proc = subprocess.run([sys.executable, "-c", code, path], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
@@ -310,6 +311,30 @@ def test_onnx_external_data_is_shared_read_only(tmp_path):
     np.testing.assert_array_equal(inits["b"], np.arange(4, dtype=np.float32))
     np.testing.assert_array_equal(inits["c"], np.arange(4, 8, dtype=np.float32))
     assert not inits["a"].flags.writeable and np.shares_memory(inits["a"], inits["b"])
+
+
+# ------------------------------------------------------------------ sparse initializers made dense
+
+@pytest.mark.parametrize("fmt", ["onnx", "oxe"])
+def test_sparse_initializers_made_dense_share_one_budget(tmp_path, fmt):
+    # 20 empty sparse initializers of 1 GiB dense each: 20 GiB of zeros from a tiny file before
+    dims = [1 << 28]
+    if fmt == "onnx":
+        inits = [helper.make_sparse_tensor(
+            helper.make_tensor("s%d" % i, TensorProto.FLOAT, [0], []),
+            helper.make_tensor("", TensorProto.INT64, [0], []), dims) for i in range(20)]
+        graph = helper.make_graph([], "g", [], [], sparse_initializer=inits)
+        path = tmp_path / "m.onnx"
+        path.write_bytes(helper.make_model(graph).SerializeToString())
+    else:
+        sparse = {"s%d" % i: ir.SparseTensor(np.zeros(0, np.float32), np.zeros(0, np.int64), dims)
+                  for i in range(20)}
+        path = tmp_path / "m.oxe"
+        oxe_writer.save(ir.Model(ir.Graph("g", initializers=sparse), {"": 17}), str(path))
+    assert os.path.getsize(str(path)) < 4096
+    assert_refused(load_in_child(str(path), limit=3 << 30),
+                   r"sparse initializer 's1' of graph 'g': its dense form \[268435456\] takes "
+                   r"1073741824 bytes, beyond what is left \(0\)")
 
 
 # ------------------------------------------------------------------------- outer references
