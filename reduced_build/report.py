@@ -54,7 +54,9 @@ def format_text(report: Dict[str, Any]) -> str:
                      % (report["full_wheel"], report["full_wheel_bytes"], 100 * report["ratio"]))
     lines.append("  ops required: %d (%s)" % (len(report["ops_required"]),
                                               ", ".join(report["ops_required"])))
-    lines.append("  ops kept: %d, dropped: %d" % (report["ops_kept"], report["ops_dropped"]))
+    lines.append("  ops the wheel serves: %d (the required ones%s), dropped: %d"
+                 % (report["ops_kept"], "" if report["ops_kept"] == len(report["ops_required"])
+                    else " plus the rest of their kernel modules", report["ops_dropped"]))
     if report["ops_missing"]:
         lines.append("  WARNING: no kernel in onnxedge for: %s" % ", ".join(report["ops_missing"]))
     lines.append("  kernel modules kept: %s" % (", ".join(report["kernel_modules_kept"]) or "-"))

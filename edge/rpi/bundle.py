@@ -188,7 +188,7 @@ def _fill(out: str, models: Sequence[str], python: str, wheels_dir: Optional[str
     _write(os.path.join(out, "onnxedge.service"),
            _render("onnxedge.service.in", _unit_values(values)))
     values.update(_io_example(os.path.join(out, "models", served)))
-    values.update({"DATE": datetime.date.today().isoformat(), "NOPS": rep["ops_kept"],
+    values.update({"DATE": datetime.date.today().isoformat(), "NOPS": rep["ops_kept"], "NREQ": len(rep["ops_required"]),
                    "NEON": "yes" if neon else "no", "WHEEL": os.path.basename(build.path),
                    "MODELS": ", ".join("`models/%s`" % n for n in names),
                    "TARBALL": shlex.quote(os.path.basename(out) + ".tar.gz"),

@@ -92,6 +92,8 @@ def test_bundle_layout(bundle):
     readme = open(os.path.join(bundle.folder, "README.md")).read()
     assert "@" not in re.sub(r"--data-binary @x\.npy", "", readme), readme
     assert '"input": {"dtype": "float32", "shape": [1, 784]' in readme
+    assert "the models' %d operators (its kernel modules serve %d ops)" % (
+        len(bundle.report["ops_required"]), bundle.report["ops_kept"]) in readme
     install = open(os.path.join(bundle.folder, "install.sh")).read()
     assert "%%" not in install and "MODEL=mlp.oxe" in install and "PYVER=3.11" in install
     assert subprocess.run(["sh", "-n", os.path.join(bundle.folder, "install.sh")]).returncode == 0
