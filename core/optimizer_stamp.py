@@ -8,7 +8,7 @@ from . import ir
 from .errors import InvalidArgument
 
 LEVELS = ("disable", "basic", "extended", "all")
-VERSION = 1   # bump when a pass of onnxedge.optimizer changes its output: saved stamps go stale
+VERSION = 2   # bump when a pass of onnxedge.optimizer changes its output: saved stamps go stale
 STAMP_KEY = "onnxedge.optimized"
 
 

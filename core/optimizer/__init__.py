@@ -12,6 +12,8 @@ saved with it (`.oxe` or `.onnx`), so a device that opens it skips the passes it
   dead-node elimination.
 - extended (and all): Conv+BatchNormalization, Conv/Gemm/MatMul + bias, Conv + shortcut Add,
   Gemm/Conv/MatMul + activation, LayerNormalization and Gelu from their decomposed forms, multi-head attention;
+  onnxruntime's transformer contrib ops (Attention, MultiHeadAttention, SkipLayerNormalization,
+  Gelu/BiasGelu/FastGelu) mapped onto these forms;
   fused nodes live in the domain `com.onnxedge` (kernels in `onnxedge.kernels.fused`).
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ from ..checker import topological_order
 from ..executor import node_reads
 from .context import PassContext
 from .passes import (activation_fusion, attention_fusion, bias_fusion, constant_folding,
-                     conv_add_fusion, conv_bn, dead_code, eliminate, gelu_fusion,
+                     contrib_mapping, conv_add_fusion, conv_bn, dead_code, eliminate, gelu_fusion,
                      layer_norm_fusion, reshape_chain, reshape_target, shape_folding)
 
 Pass = Callable[[PassContext], bool]
@@ -20,9 +20,9 @@ MAX_ROUNDS = 8
 
 BASIC: List[Pass] = [constant_folding.run, eliminate.run, shape_folding.run, reshape_target.run,
                      reshape_chain.run, dead_code.run]
-EXTENDED: List[Pass] = BASIC + [conv_bn.run, bias_fusion.run, conv_add_fusion.run,
-                                gelu_fusion.run, layer_norm_fusion.run, attention_fusion.run,
-                                activation_fusion.run]
+EXTENDED: List[Pass] = BASIC + [contrib_mapping.run, conv_bn.run, bias_fusion.run,
+                                conv_add_fusion.run, gelu_fusion.run, layer_norm_fusion.run,
+                                attention_fusion.run, activation_fusion.run]
 PASSES: Dict[str, List[Pass]] = {"disable": [], "basic": BASIC, "extended": EXTENDED,
                                  "all": EXTENDED}
 

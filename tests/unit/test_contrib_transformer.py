@@ -9,12 +9,15 @@ import pytest
 
 import onnxedge  # noqa: E402
 
-try:    # the formula tests run without onnxruntime (Python 3.8 + numpy 1.17)
+try:
     import onnx
-    import onnxruntime as ort
     from onnx import helper, numpy_helper
 except ImportError:     # pragma: no cover
-    onnx = ort = None
+    onnx = None
+try:    # without onnxruntime (Python 3.8 + numpy 1.17) the kernels run against the mapped ops
+    import onnxruntime as ort
+except ImportError:     # pragma: no cover
+    ort = None
 
 MS = "com.microsoft"
 RNG = np.random.default_rng(7) if hasattr(np.random, "default_rng") else np.random.RandomState(7)
@@ -50,18 +53,30 @@ def _model(op: str, inputs: Sequence[Tuple[str, Optional[np.ndarray]]], n_out: i
 def run_both(op: str, inputs: Sequence[Tuple[str, Optional[np.ndarray]]], n_out: int = 1,
              domain: str = MS, opset: int = 17, const: Sequence[str] = (),
              **attrs: Any) -> Tuple[List[np.ndarray], List[np.ndarray]]:
-    """(onnxruntime's outputs, onnxedge's outputs) of one node."""
-    if ort is None:
-        pytest.skip("onnxruntime is not installed")
+    """(onnxruntime's outputs, onnxedge's outputs) of one node. Without onnxruntime (the
+    Python 3.8 venv) the kernels' outputs are only compared with the optimized model's."""
+    if onnx is None:
+        pytest.skip("onnx is not installed")
     blob = _model(op, inputs, n_out, domain, opset, attrs, const)
     feeds = {n: a for n, a in inputs if n and n not in const}
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    ref = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
     names = ["y%d" % i for i in range(n_out)]
-    expected = ref.run(names, feeds)
-    got = onnxedge.InferenceSession(blob, providers=["CPUExecutionProvider"]).run(names, feeds)
-    return expected, got
+    expected = None
+    if ort is not None:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        ref = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+        expected = ref.run(names, feeds)
+    got = None
+    for level in (onnxedge.GraphOptimizationLevel.ORT_DISABLE_ALL,     # the contrib kernels
+                  onnxedge.GraphOptimizationLevel.ORT_ENABLE_ALL):     # mapped onto onnxedge's ops
+        opts = onnxedge.SessionOptions()
+        opts.graph_optimization_level = level
+        out = onnxedge.InferenceSession(blob, opts, providers=["CPUExecutionProvider"]).run(
+            names, feeds)
+        if got is not None:
+            check(got, out, rtol=1e-5)
+        got = out
+    return (got if expected is None else expected), got
 
 
 def check(expected: List[np.ndarray], got: List[np.ndarray], rtol: float = 1e-4,
@@ -359,3 +374,57 @@ def test_group_query_attention(case):
     if case == "prompt_rotary_window":
         attrs["local_window_size"] = 2
     check(*run_both("GroupQueryAttention", ins, n_out=3, **attrs))
+
+
+# ----------------------------------------------------------------------------- mapping pass
+
+def _mapped_ops(op: str, inputs: Sequence[Tuple[str, Optional[np.ndarray]]], n_out: int = 1,
+                opset: int = 17, const: Sequence[str] = (), **attrs: Any) -> List[Tuple[str, str]]:
+    """(domain, op) of each node after onnxedge's optimizer (contrib_mapping) ran."""
+    if onnx is None:
+        pytest.skip("onnx is not installed")
+    from onnxedge import onnx_loader
+    from onnxedge.optimizer import optimize
+    model = optimize(onnx_loader.load_model(_model(op, inputs, n_out, MS, opset, attrs, const)),
+                     "extended")
+    return [(n.domain, n.op_type) for n in model.graph.nodes]
+
+
+def test_mapping_gelu_family_and_skip_layer_norm():
+    x, bias = _r(B, S, D), _r(D)
+    assert _mapped_ops("FastGelu", [("x", x), ("b", bias)]) == [("", "Add"),
+                                                               ("com.onnxedge", "Gelu")]
+    assert _mapped_ops("BiasGelu", [("x", x), ("b", bias)], opset=20) == [("", "Add"), ("", "Gelu")]
+    ins = [("x", x), ("skip", _r(B, S, D)), ("gamma", _r(D)), ("beta", _r(D)), ("bias", _r(D))]
+    got = _mapped_ops("SkipLayerNormalization", ins, n_out=4)
+    assert got == [("com.microsoft", "SkipLayerNormalization")]      # mean / inv_std wanted
+    ops = _mapped_ops("SkipLayerNormalization", ins, n_out=1)
+    assert ("", "LayerNormalization") in ops and ("com.microsoft", "SkipLayerNormalization") \
+        not in ops
+
+
+def test_mapping_attention_onto_onnxedge_mha():
+    for mask in ("1d_lengths", "2d_raw", "none"):
+        ops = _mapped_ops("Attention", _attention_inputs(MASKS[mask]), num_heads=N,
+                          const=("w", "b"))
+        assert ("com.onnxedge", "MultiHeadAttention") in ops, (mask, ops)
+        assert not [o for d, o in ops if d == MS], (mask, ops)
+    # kept: a causal, a 3-D mask, non-constant weights
+    assert ("com.microsoft", "Attention") in _mapped_ops(
+        "Attention", _attention_inputs(), num_heads=N, unidirectional=1, const=("w", "b"))
+    assert ("com.microsoft", "Attention") in _mapped_ops(
+        "Attention", _attention_inputs(MASKS["3d_raw"]), num_heads=N, const=("w", "b"))
+    assert ("com.microsoft", "Attention") in _mapped_ops(
+        "Attention", _attention_inputs(), num_heads=N)
+    ins = [("q", _r(B, S, D)), ("k", _r(B, L, D)), ("v", _r(B, L, D)), ("bias", _r(3 * D))]
+    ops = _mapped_ops("MultiHeadAttention", ins, num_heads=N, const=("bias",))
+    assert ("com.onnxedge", "MultiHeadAttention") in ops, ops
+
+
+@pytest.mark.parametrize("mask", ["1d_lengths", "2d_raw", "none"])
+def test_mapped_attention_matches_onnxruntime(mask):
+    """Constant weights: the mapping applies, and the optimized model still gives onnxruntime's
+    numbers (run_both compares onnxedge optimized and not)."""
+    check(*run_both("Attention", _attention_inputs(MASKS[mask]), num_heads=N, const=("w", "b")))
+    ins = [("q", _r(B, S, D)), ("k", _r(B, L, D)), ("v", _r(B, L, D)), ("bias", _r(3 * D))]
+    check(*run_both("MultiHeadAttention", ins, num_heads=N, const=("bias",)))
