@@ -162,14 +162,16 @@ def copy_pyodide(source: str, dest: str, wheel: str, progress: Progress = None) 
 
 
 def flatbuffers_wheel() -> str:
-    """The vendored pure flatbuffers wheel the page installs beside onnxedge."""
-    names = sorted(n for n in os.listdir(VENDOR_WHEELS) if n.startswith("flatbuffers-")
-                   and n.endswith(".whl")) if os.path.isdir(VENDOR_WHEELS) else []
-    if not names:
-        raise InvalidArgument("no flatbuffers wheel in %s: run `make setup-browser` (or pip download "
-                              "--no-deps --only-binary=:all: -d %s flatbuffers)"
-                              % (VENDOR_WHEELS, VENDOR_WHEELS))
-    return os.path.join(VENDOR_WHEELS, names[-1])
+    """The pure flatbuffers wheel the page installs beside onnxedge: the checkout's vendored
+    one, else the one `onnxedge web fetch-pyodide` put in its cache."""
+    from . import pyodide_fetch
+    for folder in (VENDOR_WHEELS, pyodide_fetch.wheels_dir()):
+        names = sorted(n for n in os.listdir(folder) if n.startswith("flatbuffers-")
+                       and n.endswith(".whl")) if os.path.isdir(folder) else []
+        if names:
+            return os.path.join(folder, names[-1])
+    raise InvalidArgument("no flatbuffers wheel for the page: run `onnxedge web fetch-pyodide` "
+                          "(in a checkout: `make setup-browser`)")
 
 
 def copy_wasm(out: str) -> Dict[str, Any]:
@@ -211,6 +213,14 @@ def _prepare(out: str) -> str:
     return out
 
 
+def _default_pyodide() -> str:
+    """The checkout's npm Pyodide, else the one `onnxedge web fetch-pyodide` fetched."""
+    from . import pyodide_fetch
+    if os.path.isdir(NPM_PYODIDE) or not pyodide_fetch.have_pyodide():
+        return NPM_PYODIDE
+    return pyodide_fetch.pyodide_dir()
+
+
 def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
                  pyodide: Optional[str] = None, providers: Any = DEFAULT_PROVIDERS,
                  title: str = "onnxedge", level: str = "all",
@@ -225,9 +235,10 @@ def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
     if not models and not config:
         raise InvalidArgument("give at least one model (or a --config)")
     order = parse_providers(providers)
-    source = pyodide or NPM_PYODIDE
+    source = pyodide or _default_pyodide()
     if not _is_url(source) and not os.path.isdir(source):
-        hint = " (run `make setup-browser` to install it from npm)" if pyodide is None else ""
+        hint = (" (run `onnxedge web fetch-pyodide` to get it from npm; in a checkout: "
+                "`make setup-browser`)") if pyodide is None else ""
         raise InvalidArgument("Pyodide folder %s does not exist%s; --pyodide takes a folder or "
                               "a URL" % (source, hint))
     out = _prepare(out)

