@@ -195,6 +195,9 @@ def _nbits_weight(op: str, B: np.ndarray, scales: np.ndarray, zero_points: Optio
         raise InvalidArgument("%s: scales must hold N*k_blocks = %d values, got shape %s"
                               % (op, N * k_blocks, s.shape))
     s = s.astype(_F32).reshape(N, k_blocks)
+    has_g_idx = g_idx is not None and np.asarray(g_idx).size == K
+    if zero_points is not None and has_g_idx and np.asarray(zero_points).dtype == np.uint8:
+        zero_points = None      # onnxruntime (1.31) leaves packed zero points out with g_idx
     if zero_points is None:
         zp = np.full((N, k_blocks), 1 << (bits - 1), dtype=_F32)
     else:
@@ -210,7 +213,7 @@ def _nbits_weight(op: str, B: np.ndarray, scales: np.ndarray, zero_points: Optio
                 raise InvalidArgument("%s: float zero_points must match scales (%d values), got %s"
                                       % (op, N * k_blocks, z.shape))
             zp = z.astype(_F32).reshape(N, k_blocks)
-    if g_idx is not None and np.asarray(g_idx).size == K:
+    if has_g_idx:
         blk = np.asarray(g_idx).astype(np.int64).reshape(-1)
         if blk.min(initial=0) < 0 or blk.max(initial=0) >= k_blocks:
             raise InvalidArgument("%s: g_idx values must lie in [0, %d)" % (op, k_blocks))
@@ -225,8 +228,9 @@ def matmul_nbits(A: np.ndarray, B: np.ndarray, scales: np.ndarray,
                  bias: Optional[np.ndarray] = None, K: int = 0, N: int = 0, bits: int = 4,
                  block_size: int = 0, accuracy_level: int = 0) -> np.ndarray:
     """MatMulNBits: A @ dequant(B)^T + bias, B [N, k_blocks, blob] of `bits`-bit codes (low
-    bits first) per block of `block_size` along K, zero point 2^(bits-1) when absent.
-    accuracy_level is ignored (computed in float32)."""
+    bits first) per block of `block_size` along K, zero point 2^(bits-1) when absent. g_idx [K]
+    maps each k to its block (with it, onnxruntime applies float zero points but not packed
+    uint8 ones; so does this kernel). accuracy_level is ignored (computed in float32)."""
     op = "MatMulNBits"
     a = np.asarray(A)
     K, N, bits = int(K), int(N), int(bits)

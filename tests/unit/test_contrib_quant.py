@@ -414,3 +414,19 @@ def test_mlas_logistic_is_onnxruntimes_sigmoid():
                         np.array([0, 17.9, -17.9, 18, -18, 40, -40], np.float32)])
     e, g = _both("Sigmoid", [("x", x, False)], [TensorProto.FLOAT])
     np.testing.assert_array_equal(contrib_quant.mlas_logistic(x), e[0])
+
+
+def test_matmul_nbits_g_idx_and_float16():
+    rng = np.random.RandomState(16)
+    K, N, block = 64, 5, 32
+    for zp in ("float", "packed"):
+        inputs = _nbits_inputs(rng, K, N, 4, block, zp, bias=False)
+        inputs[4] = ("g_idx", rng.randint(0, 2, size=K).astype(np.int32), True)
+        e, g = _both("MatMulNBits", inputs, [TensorProto.FLOAT], K=K, N=N, bits=4,
+                     block_size=block)
+        _assert_close(g[0], e[0], rtol=1e-4)
+    half = _nbits_inputs(rng, K, N, 4, block, "none", bias=True)
+    half = [None if i is None else (i[0], i[1].astype(np.float16) if i[1].dtype == np.float32
+                                    else i[1], i[2]) for i in half]
+    e, g = _both("MatMulNBits", half, [TensorProto.FLOAT16], K=K, N=N, bits=4, block_size=block)
+    _assert_close(g[0], e[0], rtol=2e-3)
