@@ -168,6 +168,16 @@ def _peak_rss_mb(pid: int) -> Optional[float]:
     return None
 
 
+def _cpu_s(pid: int) -> Optional[float]:
+    """User + system CPU seconds a process has used so far (Linux /proc), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def stop_server(proc: subprocess.Popen) -> int:
     """SIGTERM, wait for the drain; returns the exit code."""
     proc.terminate()
@@ -207,11 +217,13 @@ def plot(results: List[Dict[str, Any]], path: str, title: str) -> None:
 
 def markdown_table(results: List[Dict[str, Any]]) -> str:
     """One row per (body, clients)."""
-    rows = ["| body | clients | req/s | p50 ms | p99 ms | errors |", "|---|---:|---:|---:|---:|---:|"]
+    rows = ["| body | clients | req/s | p50 ms | p99 ms | server CPU ms/request | errors |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         if "req_per_s" in r:
-            rows.append("| %s | %d | %.0f | %.2f | %.2f | %d |" % (
-                r["body"], r["clients"], r["req_per_s"], r["p50_ms"], r["p99_ms"], r["errors"]))
+            rows.append("| %s | %d | %.0f | %.2f | %.2f | %.2f | %d |" % (
+                r["body"], r["clients"], r["req_per_s"], r["p50_ms"], r["p99_ms"],
+                r.get("server_cpu_ms_per_request", float("nan")), r["errors"]))
         else:
             rows.append("| %s | %d | error: %s | | | |" % (r["body"], r["clients"],
                                                            str(r["error"])[:60]))
@@ -228,6 +240,13 @@ def _machine() -> Dict[str, Any]:
         pass
     return {"platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
             "python": platform.python_version(), "numpy": np.__version__}
+
+
+def _loadavg() -> Optional[List[float]]:
+    try:
+        return list(os.getloadavg())
+    except OSError:
+        return None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -251,11 +270,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for clients in args.clients:
                 print("serve mlp, %s body, %d keep-alive client(s) ..." % (body, clients),
                       end=" ", flush=True)
+                cpu0 = _cpu_s(proc.pid)
                 r = measure(port, req, clients, args.duration)
+                cpu1 = _cpu_s(proc.pid)
                 r.update(body=body, request_bytes=len(req))
+                if cpu0 is not None and cpu1 is not None and r.get("requests"):
+                    # includes the warm-up's requests: an upper bound, independent of the load
+                    r["server_cpu_ms_per_request"] = 1e3 * (cpu1 - cpu0) / r["requests"]
                 results.append(r)
-                print("%.0f req/s, p50 %.2f ms, p99 %.2f ms, %d errors"
-                      % (r["req_per_s"], r["p50_ms"], r["p99_ms"], r["errors"])
+                print("%.0f req/s, p50 %.2f ms, p99 %.2f ms, server CPU %.2f ms/request, %d errors"
+                      % (r["req_per_s"], r["p50_ms"], r["p99_ms"],
+                         r.get("server_cpu_ms_per_request", float("nan")), r["errors"])
                       if "req_per_s" in r else "FAILED: %s" % r["error"], flush=True)
         rss = _peak_rss_mb(proc.pid)
     finally:
@@ -264,6 +289,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "machine": _machine(), "model": "mlp 784-128-64-10, batch 1",
               "server": "onnxedge serve --quiet %s" % " ".join(args.server_arg),
               "duration_s": args.duration, "server_peak_rss_mb": rss,
+              "load_average": _loadavg(),
               "server_exit_code": code, "results": results}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "serve.json"), "w") as f:
