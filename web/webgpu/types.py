@@ -88,6 +88,8 @@ def infer(graph: ir.Graph) -> ValueTypes:
             out = _ALWAYS[op]
         elif op == "Where":
             out = types.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        elif op == "EmbedLayerNormalization":   # com.microsoft: the embeddings' type, not ids'
+            out = types.get(node.inputs[2]) if len(node.inputs) > 2 else None
         elif op in ("ConstantOfShape",):
             v = node.attributes.get("value")
             out = v.dtype if isinstance(v, np.ndarray) else _F32
@@ -100,6 +102,8 @@ def infer(graph: ir.Graph) -> ValueTypes:
                 types[name] = out
             elif op in _SECOND_OUTPUT and k == 1:
                 types[name] = _SECOND_OUTPUT[op]
+            elif op == "EmbedLayerNormalization":
+                types[name] = np.dtype(np.int32) if k == 1 else out
             elif op in ("LayerNormalization", "BatchNormalization", "Split", "FusedLayerNorm"):
                 types[name] = out
             else:
