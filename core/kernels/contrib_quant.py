@@ -51,7 +51,8 @@ def _int_dtype(op: str, ref: np.ndarray, what: str) -> np.dtype:
     """The 8/16-bit integer dtype of `ref` (a zero point or quantized tensor)."""
     dt = np.asarray(ref).dtype
     if dt.kind not in "iu" or dt.itemsize > 2:
-        raise InvalidArgument("%s: %s must be int8, uint8, int16 or uint16, got %s" % (op, what, dt))
+        raise InvalidArgument("%s: %s must be int8, uint8, int16 or uint16, got %s"
+                              % (op, what, dt))
     return dt
 
 
@@ -144,7 +145,8 @@ def qgemm(A: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray, B: np.nd
     else:
         bv = b.astype(np.float64) - (bzp.reshape(1, -1) if bzp.size > 1 else bzp.reshape(()))
     if av.shape[1] != bv.shape[0]:
-        raise InvalidArgument("%s: op(A) %s and op(B) %s do not multiply" % (op, av.shape, bv.shape))
+        raise InvalidArgument("%s: op(A) %s and op(B) %s do not multiply"
+                              % (op, av.shape, bv.shape))
     acc = np.matmul(av, bv)
     if C is not None:
         acc = acc + np.asarray(C).astype(np.float64)
@@ -158,7 +160,7 @@ def qgemm(A: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray, B: np.nd
                           out_dt)
 
 
-# --------------------------------------------------------------------------- block-quantized weights
+# --------------------------------------------------------------------------- block-quantized weight
 
 def unpack_bits(packed: np.ndarray, bits: int) -> np.ndarray:
     """uint8 bytes to their `bits`-wide codes (lowest bits first), the last axis widened by
@@ -235,7 +237,8 @@ def matmul_nbits(A: np.ndarray, B: np.ndarray, scales: np.ndarray,
     a = np.asarray(A)
     K, N, bits = int(K), int(N), int(bits)
     if a.ndim == 0 or a.shape[-1] != K:
-        raise InvalidArgument("%s: A's last dimension must be K=%d, got shape %s" % (op, K, a.shape))
+        raise InvalidArgument("%s: A's last dimension must be K=%d, got shape %s"
+                              % (op, K, a.shape))
     w = _nbits_weight(op, B, scales, zero_points, g_idx, K, N, bits, int(block_size))
     y = np.matmul(a.astype(_F32), w.T)
     if bias is not None:
@@ -302,7 +305,7 @@ def gather_block_quantized(data: np.ndarray, indices: np.ndarray, scales: np.nda
     return y.astype(s.dtype)
 
 
-# --------------------------------------------------------------------------- elementwise QLinear ops
+# --------------------------------------------------------------------------- elementwise QLinear op
 
 def _dequant(op: str, x: np.ndarray, scale: Any, zp: Optional[np.ndarray], what: str) -> np.ndarray:
     """(x - zp) * scale in float32 (per-tensor)."""
@@ -310,7 +313,8 @@ def _dequant(op: str, x: np.ndarray, scale: Any, zp: Optional[np.ndarray], what:
             * _scalar(op, scale, what + "_scale"))
 
 
-def _quant(op: str, y: np.ndarray, scale: Any, zp: Optional[np.ndarray], dtype: np.dtype) -> np.ndarray:
+def _quant(op: str, y: np.ndarray, scale: Any, zp: Optional[np.ndarray],
+           dtype: np.dtype) -> np.ndarray:
     """round(y / scale) + zp, saturated (MlasQuantizeLinear)."""
     return saturate_round(np.asarray(y, dtype=_F32) / _scalar(op, scale, "output scale"),
                           _zp_value(op, zp, "output zero point"), dtype)
@@ -504,7 +508,9 @@ def _softmax_rows(x: np.ndarray, table: np.ndarray, y_scale: np.float32, yzp: in
     vsum = np.cumsum(vt, axis=-1, dtype=_F32)[..., -1:]
     vsum = np.where(vsum == 0, _F32(1), vsum)
     vq = np.rint(vt * y_scale / vsum).astype(np.int64) + yzp
-    return np.clip(vq, -128, 127).astype(np.int8) if signed else np.clip(vq, 0, 255).astype(np.uint8)
+    if signed:
+        return np.clip(vq, -128, 127).astype(np.int8)
+    return np.clip(vq, 0, 255).astype(np.uint8)
 
 
 @register("QLinearSoftmax", domain=MS, since=1)
@@ -533,10 +539,11 @@ def qlinear_softmax(X: np.ndarray, X_scale: np.ndarray, x_zero_point: Optional[n
     return np.moveaxis(y, -1, ax)
 
 
-# --------------------------------------------------------------------------- QuantizeLinear / DequantizeLinear
+# --------------------------------------------------------------------------- QuantizeLinear / Dequa
 
 @register("QuantizeLinear", domain=MS, since=1)
-def ms_quantize_linear(x: np.ndarray, y_scale: np.ndarray, y_zero_point: Optional[np.ndarray] = None,
+def ms_quantize_linear(x: np.ndarray, y_scale: np.ndarray,
+                       y_zero_point: Optional[np.ndarray] = None,
                        axis: int = 1, block_size: int = 0, saturate: int = 1,
                        output_dtype: int = 0) -> np.ndarray:
     """com.microsoft QuantizeLinear: as ai.onnx's (per tensor or per axis; 8/16-bit and 4-bit

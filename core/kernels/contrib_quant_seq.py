@@ -95,7 +95,8 @@ def dynamic_quantize_lstm(X: np.ndarray, W: np.ndarray, R: np.ndarray,
     hid = s.hid
     p = np.zeros((s.dirs, 3 * hid), s.x.dtype) if P is None else np.asarray(P).astype(s.x.dtype)
     if p.shape != (s.dirs, 3 * hid):
-        raise InvalidArgument("%s: expected P of shape %s, got %s" % (op, (s.dirs, 3 * hid), p.shape))
+        raise InvalidArgument("%s: expected P of shape %s, got %s"
+                              % (op, (s.dirs, 3 * hid), p.shape))
     acts = _activations(op, activations, ["Sigmoid", "Tanh", "Tanh"], s.dirs, activation_alpha,
                         activation_beta)
     clipped = _clipper(clip)

@@ -4,7 +4,7 @@ step where onnxruntime sums in another order or meets an exact tie), float outpu
 tolerance scaled to their magnitude."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import pytest
@@ -20,7 +20,8 @@ ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorPro
         np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
 
 
-def _model(op: str, inputs: Sequence[Optional[tuple]], out_types: Sequence[int], attrs: Dict[str, Any],
+def _model(op: str, inputs: Sequence[Optional[tuple]], out_types: Sequence[int],
+           attrs: Dict[str, Any],
            domain: str = MS, opset: int = 17) -> bytes:
     """One node; `inputs` are (name, array, is_constant) or None for an empty optional input."""
     names, vin, inits = [], [], []
@@ -56,7 +57,8 @@ def _both(op: str, inputs: Sequence[Optional[tuple]], out_types: Sequence[int],
     return expected, got
 
 
-def _assert_close(got: np.ndarray, expected: np.ndarray, steps: int = 0, rtol: float = 1e-5) -> None:
+def _assert_close(got: np.ndarray, expected: np.ndarray, steps: int = 0,
+                  rtol: float = 1e-5) -> None:
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.shape == expected.shape and got.dtype == expected.dtype, \
         (got.shape, got.dtype, expected.shape, expected.dtype)
@@ -165,7 +167,8 @@ def test_qgemm(trans_b, quantized_out, per_column):
     b = _q(rng, (8, 16) if trans_b else (16, 8), np.int8)
     bs = (rng.rand(8) * 0.02 + 0.001).astype(np.float32) if per_column else _c(0.01)
     bz = np.zeros(8, np.int8) if per_column else np.array(0, np.int8)
-    inputs = [("A", a, False), ("a_scale", _c(0.02), True), ("a_zero_point", np.array(120, np.uint8), True),
+    inputs = [("A", a, False), ("a_scale", _c(0.02), True),
+              ("a_zero_point", np.array(120, np.uint8), True),
               ("B", b, True), ("b_scale", bs, True), ("b_zero_point", bz, True),
               ("C", rng.randint(-500, 500, size=(8,)).astype(np.int32), True)]
     if quantized_out:
@@ -248,8 +251,10 @@ def test_qlinear_binary(op, dtype):
     a, b = _q(rng, (2, 3, 8), dtype), _q(rng, (3, 1), dtype)
     zp = (lambda v: np.array(v, dtype))
     inputs = [("A", a, False), ("A_scale", _c(0.05), True), ("A_zero_point", zp(7), True),
-              ("B", b, False), ("B_scale", _c(0.11), True), ("B_zero_point", zp(-3 if dtype == np.int8 else 131), True),
-              ("C_scale", _c(0.2 if op == "QLinearAdd" else 1.7), True), ("C_zero_point", zp(5), True)]
+              ("B", b, False), ("B_scale", _c(0.11), True),
+              ("B_zero_point", zp(-3 if dtype == np.int8 else 131), True),
+              ("C_scale", _c(0.2 if op == "QLinearAdd" else 1.7), True),
+              ("C_zero_point", zp(5), True)]
     e, g = _both(op, inputs, [ELEM[np.dtype(dtype)]])
     _assert_close(g[0], e[0], steps=1 if op == "QLinearAdd" else 0)   # Add: rare exact ties
 
@@ -257,9 +262,14 @@ def test_qlinear_binary(op, dtype):
 @pytest.mark.parametrize("op,attrs", [("QLinearSigmoid", {}), ("QLinearLeakyRelu", {"alpha": 0.1})])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qlinear_lookup_ops(op, attrs, dtype):
-    codes = np.arange(np.iinfo(dtype).min, int(np.iinfo(dtype).max) + 1).astype(dtype).reshape(2, 128)
-    yzp = 0 if op == "QLinearSigmoid" and dtype == np.uint8 else (-128 if op == "QLinearSigmoid" else 9)
-    inputs = [("X", codes, False), ("X_scale", _c(0.07), True), ("X_zero_point", np.array(3, dtype), True),
+    info = np.iinfo(dtype)
+    codes = np.arange(info.min, int(info.max) + 1).astype(dtype).reshape(2, 128)
+    if op == "QLinearSigmoid":
+        yzp = 0 if dtype == np.uint8 else -128
+    else:
+        yzp = 9
+    inputs = [("X", codes, False), ("X_scale", _c(0.07), True),
+              ("X_zero_point", np.array(3, dtype), True),
               ("Y_scale", _c(1 / 256.0 if op == "QLinearSigmoid" else 0.05), True),
               ("Y_zero_point", np.array(yzp, dtype), True)]
     e, g = _both(op, inputs, [ELEM[np.dtype(dtype)]], **attrs)
@@ -286,7 +296,8 @@ def test_qlinear_concat():
 def test_qlinear_average_pool(attrs):
     rng = np.random.RandomState(8)
     x = _q(rng, (2, 7, 7, 3) if attrs.get("channels_last") else (2, 3, 7, 7))
-    inputs = [("X", x, False), ("x_scale", _c(0.03), True), ("x_zero_point", np.array(100, np.uint8), True),
+    inputs = [("X", x, False), ("x_scale", _c(0.03), True),
+              ("x_zero_point", np.array(100, np.uint8), True),
               ("y_scale", _c(0.025), True), ("y_zero_point", np.array(90, np.uint8), True)]
     e, g = _both("QLinearAveragePool", inputs, [TensorProto.UINT8], **attrs)
     _assert_close(g[0], e[0], steps=1)        # float sums in another order: rare ties differ
@@ -297,9 +308,11 @@ def test_qlinear_average_pool(attrs):
 def test_qlinear_global_average_pool(channels_last, dtype):
     rng = np.random.RandomState(9)
     x = _q(rng, (2, 5, 6, 4), dtype)
-    inputs = [("X", x, False), ("x_scale", _c(0.03), True), ("x_zero_point", np.array(10, dtype), True),
-              ("y_scale", _c(0.011), True), ("y_zero_point", np.array(-5 if dtype == np.int8 else 5, dtype), True)]
-    e, g = _both("QLinearGlobalAveragePool", inputs, [ELEM[np.dtype(dtype)]], channels_last=channels_last)
+    inputs = [("X", x, False), ("x_scale", _c(0.03), True),
+              ("x_zero_point", np.array(10, dtype), True), ("y_scale", _c(0.011), True),
+              ("y_zero_point", np.array(-5 if dtype == np.int8 else 5, dtype), True)]
+    e, g = _both("QLinearGlobalAveragePool", inputs, [ELEM[np.dtype(dtype)]],
+                 channels_last=channels_last)
     _assert_close(g[0], e[0])
 
 
@@ -309,13 +322,14 @@ def test_qlinear_softmax(dtype, opset, axis):
     rng = np.random.RandomState(10)
     x = _q(rng, (2, 4, 5), dtype)
     zp = -128 if dtype == np.int8 else 0
-    inputs = [("X", x, False), ("X_scale", _c(0.08), True), ("x_zero_point", np.array(zp + 3, dtype), True),
+    inputs = [("X", x, False), ("X_scale", _c(0.08), True),
+              ("x_zero_point", np.array(zp + 3, dtype), True),
               ("y_scale", _c(1 / 256.0), True), ("y_zero_point", np.array(zp, dtype), True)]
     e, g = _both("QLinearSoftmax", inputs, [ELEM[np.dtype(dtype)]], axis=axis, opset=opset)
     _assert_close(g[0], e[0], steps=0)
 
 
-# ----------------------------------------------------------------------------- Q / DQ (com.microsoft)
+# ----------------------------------------------------------------------------- Q / DQ (com.microsof
 
 @pytest.mark.parametrize("dtype", [np.uint16, np.int16, np.uint8, np.int8])
 @pytest.mark.parametrize("per_axis", [False, True])

@@ -83,7 +83,8 @@ def float_mlp(path: str, dims=(32, 64, 64, 10), opset: int = 13) -> None:
     d0, d1, d2, d3 = dims
     n = helper.make_node
     nodes = [
-        n("MatMul", ["x", "w1"], ["h1"]), n("Add", ["h1", "b1"], ["h1b"]), n("Relu", ["h1b"], ["r1"]),
+        n("MatMul", ["x", "w1"], ["h1"]), n("Add", ["h1", "b1"], ["h1b"]),
+        n("Relu", ["h1b"], ["r1"]),
         n("MatMul", ["r1", "w2"], ["h2"]), n("Add", ["h2", "b2"], ["h2b"]),
         n("Sigmoid", ["h2b"], ["s2"]), n("Mul", ["h2b", "s2"], ["m2"]),
         n("Gemm", ["m2", "w3", "b3"], ["logits"]), n("Softmax", ["logits"], ["y"], axis=-1),
@@ -168,7 +169,7 @@ def float_embedding(path: str) -> None:
           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 7, 32])], inits, path, 21)
 
 
-# ----------------------------------------------------------------------------- feeds and calibration
+# ----------------------------------------------------------------------------- feeds and calibratio
 
 def _images(n: int, seed: int) -> List[np.ndarray]:
     rng = np.random.RandomState(seed)
@@ -226,8 +227,8 @@ def dynamic(make_float: Callable[[str], None], feeds: Callable[[], Feeds],
 
 
 def ort_optimized_dynamic_mlp(path: str) -> Feeds:
-    """A dynamically quantized MLP with a shared activation (float_two_heads) as an onnxruntime session saves it after its graph
-    optimizations (MatMulIntegerToFloat, DynamicQuantizeMatMul)."""
+    """A dynamically quantized MLP with a shared activation (float_two_heads) as an onnxruntime
+    session saves it after its graph optimizations (MatMulIntegerToFloat, DynamicQuantizeMatMul)."""
     import onnxruntime as ort
     qp = _tmp(path, "dynamic.onnx")
     dynamic(float_two_heads, lambda: {})(qp)
@@ -315,7 +316,8 @@ MODELS = [
              rtol=1e-4, atol=1e-5, requires=REQ),
     ZooModel("ort_optimized_dynamic_mlp", _tool("quantize_dynamic int8, then a session's "
                                                 "optimized_model_filepath (extended)"),
-             ort_optimized_dynamic_mlp, key="2", compare="quantized", rtol=1e-4, atol=1e-5, requires=REQ),
+             ort_optimized_dynamic_mlp, key="2", compare="quantized", rtol=1e-4, atol=1e-5,
+             requires=REQ),
     ZooModel("nbits4_mlp", _tool("MatMulNBitsQuantizer 4 bits, block 32, asymmetric"),
              nbits(_mlp_wide, _wide_feeds, 4), rtol=1e-4, atol=1e-5, requires=REQ_NBITS),
     ZooModel("nbits4_sym_mlp", _tool("MatMulNBitsQuantizer 4 bits, block 32, symmetric"),
