@@ -634,6 +634,12 @@ class RequestHandler(HardenedHandlerMixin, BaseHTTPRequestHandler):
             self.close_connection = True
             status = 408
             log.warning("%s: connection failed while reading the request: %s", _clip(self.path), e)
+            if isinstance(e, socket.timeout):
+                try:   # best effort: the client may be gone
+                    self._send_error(HttpError(408, "RequestTimeout", "the body did not arrive "
+                                               "within %g s (--body-timeout)" % self.body_timeout))
+                except OSError:
+                    pass
         except Exception as e:  # the server must survive anything a request triggers
             log.exception("internal error on %s %s", method, _clip(self.path))
             status, size = self._send_error(HttpError(500, "Fail", "internal error: %s: %s"
@@ -805,7 +811,7 @@ def make_server(model: str, host: str = "127.0.0.1", port: int = 8080,
     if max_body_bytes <= 0:
         raise InvalidArgument("--max-body-bytes must be positive, got %d" % max_body_bytes)
     for key, value in limits.items():
-        if value is None or value <= 0:
+        if value is None or value < 0 or (value == 0 and key != "queue_wait"):
             raise InvalidArgument("--%s must be positive, got %r" % (key.replace("_", "-"), value))
     session = InferenceSession(model, providers=list(providers) if providers else None)
     try:
