@@ -91,8 +91,11 @@ def apply_transform(scores: np.ndarray, post: str) -> np.ndarray:
 
 def expand_binary(s: np.ndarray, post: str, mode: int) -> np.ndarray:
     """One score per row made into two columns the way onnxruntime does (`add_second_class`):
-    mode 0/1 -> [1-s, s]; 2/3 -> [logistic(-s), logistic(s)] under LOGISTIC, else [-s, s]."""
+    LOGISTIC -> [1-p, p] with p = logistic(s); otherwise mode 0/1 -> [1-s, s], 2/3 -> [-s, s]."""
     s = np.asarray(s, dtype=np.float32).reshape(-1)
+    if mode in (0, 1) and post == "LOGISTIC":
+        p = ort_logistic(s)
+        return np.stack([np.float32(1) - p, p], axis=1).astype(np.float32)
     if mode in (0, 1):
         return np.stack([np.float32(1) - s, s], axis=1).astype(np.float32)
     if post == "LOGISTIC":

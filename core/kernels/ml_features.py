@@ -82,7 +82,8 @@ def one_hot_encoder(X: np.ndarray, cats_int64s: Optional[List[int]] = None,
 @register("ZipMap", domain=ML, since=1)
 def zip_map(X: np.ndarray, classlabels_int64s: Optional[List[int]] = None,
             classlabels_strings: Optional[List[str]] = None) -> List[Dict[Any, float]]:
-    """ZipMap-1: each row of X (N, C) as a dict {class label: score}; a list of N dicts."""
+    """ZipMap-1: each row of X (N, C) as a dict {class label: score} (keys in sorted order, as
+    onnxruntime's std::map gives them); a list of N dicts."""
     op = "ZipMap"
     labels = class_labels(op, classlabels_strings, classlabels_int64s)
     x = np.asarray(X)
@@ -92,7 +93,10 @@ def zip_map(X: np.ndarray, classlabels_int64s: Optional[List[int]] = None,
         raise InvalidArgument("%s: X must be (N, %d) for %d class labels, got shape %s"
                               % (op, len(labels), len(labels), tuple(np.asarray(X).shape)))
     keys = labels.tolist()
-    return [dict(zip(keys, row)) for row in x.astype(np.float32).tolist()]
+    order = sorted(range(len(keys)), key=lambda i: keys[i])    # onnxruntime's maps are ordered
+    keys = [keys[i] for i in order]
+    rows = x.astype(np.float32)[:, order].tolist()
+    return [dict(zip(keys, row)) for row in rows]
 
 
 @register("CategoryMapper", domain=ML, since=1)
