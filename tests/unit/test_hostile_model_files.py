@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from onnxedge import ir
+import onnxedge
+from onnxedge import format as oxe
+from onnxedge import ir, onnx_loader
 from onnxedge.format import writer as oxe_writer
 from onnxedge.format.fb import Attribute as _A
 from onnxedge.format.fb import Graph as _G
@@ -70,7 +73,6 @@ def load_in_child(path: str, session: bool = False, limit: int = MEMORY_LIMIT) -
 
 def assert_refused(result: Dict[str, Any], pattern: str) -> None:
     """The child raised InvalidGraph whose message matches `pattern` (not a MemoryError)."""
-    import re
     assert result.get("error") == "InvalidGraph", result
     assert "MemoryError" not in result["message"], result["message"][:500]
     assert re.search(pattern, result["message"]), result["message"][:500]
@@ -230,7 +232,6 @@ def test_oxe_large_honest_vectors_still_load(tmp_path):
                      [ir.ValueInfo("y", ir.TypeInfo.tensor(1, shape))])
     path = str(tmp_path / "m.oxe")
     oxe_writer.save(ir.Model(graph, {"": 17}), path)
-    from onnxedge import format as oxe
     back = oxe.load(path)
     attrs = back.graph.nodes[0].attributes
     assert attrs["ints"] == ints and attrs["floats"] == floats and attrs["s"] == "t" * 300_000
@@ -292,8 +293,6 @@ def test_onnx_overlapping_external_ranges_are_refused(tmp_path):
     (8, r"tensor 'w': external data of 8 bytes .* needs 16"),
 ])
 def test_onnx_external_length_must_match_the_dims(tmp_path, length, pattern):
-    from onnxedge import onnx_loader
-    import onnxedge
     path = _external_model(tmp_path, [{"name": "w", "dims": [4], "offset": 0, "length": length}],
                            _FLOATS.tobytes())
     with pytest.raises(onnxedge.InvalidGraph, match=pattern):
@@ -301,7 +300,6 @@ def test_onnx_external_length_must_match_the_dims(tmp_path, length, pattern):
 
 
 def test_onnx_external_data_is_shared_read_only(tmp_path):
-    from onnxedge import onnx_loader
     entries = [{"name": "a", "dims": [2, 2], "offset": 0, "length": 16},
                {"name": "b", "dims": [4], "offset": 0, "length": 16},
                {"name": "c", "dims": [4], "offset": 16, "length": None}]
