@@ -28,7 +28,8 @@ from . import support
 
 def _coremltools_importable() -> bool:
     try:
-        import coremltools  # noqa: F401
+        from .translate import coremltools
+        coremltools()
     except Exception:
         return False
     return True
@@ -92,7 +93,8 @@ class CoreMLExecutionProvider(BridgeProvider):
 
     def load(self, artifact: Artifact) -> Runner:
         """Core ML's runtime (macOS): the .mlpackage compiled and run through `predict`."""
-        import coremltools as ct
+        from .translate import coremltools
+        ct = coremltools()
         folder = tempfile.mkdtemp(prefix="onnxedge-coreml-")
         artifact.save(folder)
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -28,11 +29,28 @@ WEIGHTS_DIR = PACKAGE + "/Data/com.apple.CoreML/"
 
 
 def coremltools() -> Any:
-    """The coremltools module, quietly imported (its Linux import logs missing native parts)."""
+    """The coremltools module, quietly imported (its Linux import logs missing native parts and
+    untested versions of other packages)."""
     import logging
     logging.getLogger("coremltools").setLevel(logging.ERROR)
     import coremltools as ct
     return ct
+
+
+class quiet_progress:
+    """Context manager: coremltools' progress bars (written to sys.stderr) are kept out of the
+    output unless onnxedge's logger is at DEBUG (`-v`, log_severity_level 0)."""
+
+    def __enter__(self) -> "quiet_progress":
+        import io
+        import logging
+        self.saved = sys.stderr
+        if not logging.getLogger("onnxedge").isEnabledFor(logging.DEBUG):
+            sys.stderr = io.StringIO()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.stderr = self.saved
 
 
 def _ct_target(ct: Any, name: str) -> Any:
@@ -557,8 +575,9 @@ def translate(sub: ir.Graph, opsets: Dict[str, int], deployment_target: str = "i
             inputs.append(ct.TensorType(name=n, shape=shape))
     precision = ct.precision.FLOAT16 if compute_precision == "float16" else ct.precision.FLOAT32
     try:
-        model = ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=target,
-                           compute_precision=precision, inputs=inputs)
+        with quiet_progress():
+            model = ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=target,
+                               compute_precision=precision, inputs=inputs)
     except Exception as e:
         raise EPFail("Core ML translator: ct.convert refused the ML Program of %s: %s: %s"
                      % (_describe(sub), type(e).__name__, e)) from e
