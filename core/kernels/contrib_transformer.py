@@ -143,8 +143,9 @@ def attention(ctx: Any, input: np.ndarray, weights: np.ndarray,  # noqa: A002
     heads (qkv_hidden_sizes = [Dq, Dk, Dv], default equal thirds). past [2, B, N, P, H] is put in
     front of K and V; present (second output) is [2, B, N, P + S, H]. mask_index: (B) valid
     lengths, (2B) end then start positions, (B, P+S) or (B, S, P+S) raw 0/1 masks; masked scores
-    get mask_filter_value added; with unidirectional=1 future positions get the lowest float. attention_bias
-    [B or 1, N or 1, S, P+S] is added to the scores. scale defaults to 1/sqrt(head_size).
+    get mask_filter_value added; with unidirectional=1 future positions get the lowest float.
+    attention_bias [B or 1, N or 1, S, P+S] is added to the scores. scale defaults to
+    1/sqrt(head_size).
     """
     op = "Attention"
     n = int(num_heads)
