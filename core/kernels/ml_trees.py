@@ -179,7 +179,8 @@ def leaves(forest: Forest, x: np.ndarray) -> np.ndarray:
             return flat.reshape(n_rows, n_trees)
         nd = flat[active]
         v = x[rows[active], forest.feature[nd]]
-        go = _compare(forest.mode[nd], v, forest.threshold[nd], forest.same_mode)
+        with np.errstate(invalid="ignore"):          # NaN compares false (numpy 1.17 warns)
+            go = _compare(forest.mode[nd], v, forest.threshold[nd], forest.same_mode)
         miss = forest.tracks_missing[nd]
         if miss.any():
             go = go | (miss & np.isnan(v))
