@@ -166,6 +166,54 @@ def test_unknown_provider_is_skipped_and_missing_model_rejects(page: Any):
     assert err["name"] == "RangeError" and "[2,2]" in err["message"]
 
 
+def test_webgpu_then_wasm_runs_without_webgpu_in_the_bundle(page: Any, demo_models: Dict[str, str]):
+    """onnxruntime-web's `['webgpu', 'wasm']` on a bundle built without WebGPU: WebGPU is skipped
+    (with the reason) and the session runs on the wasm kernels and numpy."""
+    x = np.random.default_rng(1).standard_normal((1, 784)).astype(np.float32)
+    out = js(page, """
+        const s = await onnxedge.InferenceSession.create('models/mlp.oxe',
+                                                         {executionProviders: ['webgpu', 'wasm']});
+        const o = await s.run({input: new onnxedge.Tensor('float32', Float32Array.from(arg), [1, 784])});
+        const r = {providers: s.providers, skipped: s.skippedProviders,
+                   ran: [...new Set(s.partition().map(r => r.provider))],
+                   data: Array.from(await o.output.getData())};
+        await s.release();
+        return r;""", x.ravel().tolist())
+    assert out["providers"] == ["WasmSimdExecutionProvider", "CPUExecutionProvider"]
+    assert [s["name"] for s in out["skipped"]] == ["WebGpuExecutionProvider"]
+    assert "built without it" in out["skipped"][0]["reason"]
+    assert set(out["ran"]) <= {"WasmSimdExecutionProvider", "CPUExecutionProvider"}
+    assert "WasmSimdExecutionProvider" in out["ran"]
+    np.testing.assert_allclose(np.array(out["data"]).reshape(1, 10), _ort(demo_models["mlp"], {"input": x})["output"],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_has_onnxruntime_web_members(page: Any):
+    out = js(page, """
+        const t = new onnxedge.Tensor('float32', [1, 2, 3, 4, 5, 6], [2, 3]);
+        const r = t.reshape([3, 2]);
+        r.data[0] = 10;                                  // shares t's data
+        const got = await t.getData();
+        const res = {location: t.location, size: t.size, type: t.type, dims: t.dims,
+                     rdims: r.dims, rsize: r.size, shared: got[0], same: got === t.data,
+                     cpu: t.cpuData === t.data};
+        const u = new onnxedge.Tensor('int32', [7, 8], [2]);
+        const released = await u.getData(true);
+        res.released = [Array.from(released), u.location];
+        t.dispose();
+        res.disposed = t.location;
+        try { t.data; res.after = 'no error'; } catch (e) { res.after = e.name; }
+        try { r.reshape([4, 2]); res.bad = 'no error'; } catch (e) { res.bad = e.name + ': ' + e.message; }
+        try { r.reshape([-1, 6]); res.neg = 'no error'; } catch (e) { res.neg = e.name; }
+        return res;""")
+    assert (out["location"], out["size"], out["type"], out["dims"]) == ("cpu", 6, "float32", [2, 3])
+    assert (out["rdims"], out["rsize"], out["shared"], out["same"], out["cpu"]) == ([3, 2], 6, 10, True, True)
+    assert out["released"] == [[7, 8], "none"]
+    assert (out["disposed"], out["after"]) == ("none", "TypeError")
+    assert out["bad"].startswith("RangeError") and "[4,2]" in out["bad"] and "6" in out["bad"]
+    assert out["neg"] == "TypeError"
+
+
 # ------------------------------------------------------------------------------ the page
 
 def _wait_runs(page: Any, before: int) -> None:
@@ -187,9 +235,13 @@ def test_page_mlp_random_input_outputs_and_partition(page: Any, demo_models: Dic
     ref = _ort(demo_models["mlp"], {"input": x})["output"]
     got = np.array(app["outputs"]["output"]["data"], np.float32).reshape(ref.shape)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
-    top = page.locator("#outputs tr.top-class").first
-    assert int(top.get_attribute("data-index")) == int(ref.argmax())
-    assert float(top.get_attribute("data-prob")) == pytest.approx(float(ref.max()), rel=1e-4)
+    # no labels or `classes` in its metadata: raw values, not class percentages
+    assert page.locator("#outputs tr.top-class").count() == 0
+    shown = [float(v) for v in page.inner_text("#outputs pre.values").split(",")]
+    np.testing.assert_allclose(shown, ref.ravel(), rtol=1e-4, atol=1e-7)
+    assert page.locator("#random-box").is_visible() and "input float32 [1, 784]" in \
+        page.inner_text("#random-inputs")
+    assert page.locator("#preview-box").is_hidden()
     providers = page.locator("#partition tr.node").evaluate_all("rs => rs.map(r => r.dataset.provider)")
     assert providers and set(providers) == {"WasmSimdExecutionProvider", "CPUExecutionProvider"}
     timings = page.inner_text("#timings")

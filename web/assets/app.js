@@ -1,12 +1,14 @@
 // The bundle's page: pick (or drop) a model, feed it (random tensor, image file, drawing) and
 // show outputs, timings and which provider ran each node. State for tests and curious users:
 // `window.onnxedgeApp` (session, lastInput, lastOutputs, error) and body[data-state]
-// ("loading", "ready", "running", "done", "error").
+// ("loading", "ready", "running", "done", "error"). Opened as file:// the page cannot load
+// Pyodide: index.html's inline script says so (and which command serves it) and this module
+// (which browsers do not even run there) stops.
 import * as onnxedge from "./onnxedge.js";
 
 const $ = (id) => document.getElementById(id);
-const app = { manifest: null, session: null, model: null, page: null, lastInput: null,
-              lastOutputs: null, error: null, timings: {}, runs: 0 };
+const app = { manifest: null, session: null, model: null, page: {}, lastInput: null,
+              lastOutputs: null, error: null, timings: {}, runs: 0, loaded: false };
 window.onnxedgeApp = app;
 window.onnxedge = onnxedge;
 
@@ -16,10 +18,38 @@ function setState(state, text) {
 }
 
 function showError(e) {
+  failLoading();
   app.error = { name: e.name, message: e.message };
   $("error").hidden = false;
   $("error").textContent = (e.name && e.name !== "Error" ? e.name + ": " : "") + e.message;
   setState("error", "error");
+}
+
+// ------------------------------------------------------------------ the first-load progress
+
+const STEPS = ["pyodide", "wheel", "numpy", "model"];
+
+// Mark a start-up step ('pyodide', 'wheel', 'numpy' from onnxedge.env.onprogress; 'model' from
+// the first model open) as started, done or failed, and move the bar.
+function markStep(step, state) {
+  if (app.loaded) return;
+  const li = document.querySelector("#load-steps li[data-step='" + step + "']");
+  if (!li) return;
+  li.className = state === "start" ? "active" : state;
+  const done = document.querySelectorAll("#load-steps li.done").length;
+  const active = document.querySelectorAll("#load-steps li.active").length;
+  $("load-bar").value = Math.min(STEPS.length, done + 0.5 * active);
+  $("load-bar").textContent = done + " of " + STEPS.length;
+}
+
+function finishLoading() {
+  if (app.loaded) return;
+  app.loaded = true;
+  $("loading").hidden = true;
+}
+
+function failLoading() {
+  for (const li of document.querySelectorAll("#load-steps li.active")) li.className = "failed";
 }
 
 function clearError() {
@@ -38,6 +68,19 @@ function row(cells, tag = "td") {
   return tr;
 }
 
+// a shape as "[batch, 1, 8, 8]" (spaces let a narrow table wrap between dims, never inside one)
+function fmtShape(shape) {
+  return shape === null || shape === undefined ? "?" : "[" + shape.map((d) => (d === null ? "?" : d)).join(", ") + "]";
+}
+
+// wrap a table in a horizontally scrollable box (a wide table scrolls; words never break)
+function scrollBox(table) {
+  const box = document.createElement("div");
+  box.className = "scroll";
+  box.appendChild(table);
+  return box;
+}
+
 function fmtMs(ms) { return ms === undefined || ms === null ? "-" : ms.toFixed(ms < 10 ? 2 : 1) + " ms"; }
 
 function showTimings() {
@@ -54,7 +97,9 @@ function showTimings() {
 
 function showPartition() {
   const t = $("partition");
-  t.replaceChildren(row(["node", "op", "provider"], "th"));
+  t.replaceChildren();
+  if (!app.session) return;
+  t.appendChild(row(["node", "op", "provider"], "th"));
   for (const r of app.session.partition()) {
     const tr = row([r.node, (r.domain && r.domain !== "ai.onnx" ? r.domain + "." : "") + r.opType, r.provider]);
     tr.className = "node";
@@ -69,7 +114,12 @@ function pageSettings(session, entry) {
   if (entry && entry.page) return entry.page;
   const raw = session.metadata && session.metadata["onnxedge.page"];
   if (!raw) return {};
-  try { return JSON.parse(raw); } catch (e) { return {}; }
+  try {
+    const page = JSON.parse(raw);
+    return page && typeof page === "object" ? page : {};
+  } catch (e) {
+    return {};
+  }
 }
 
 function concreteDims(shape) {
@@ -84,14 +134,32 @@ function imageInput() {
 
 // --------------------------------------------------------------------------- opening models
 
+// Forget the previous model's view: outputs, model info, partition, timings, inputs, preview.
+function clearModelView() {
+  app.model = null;
+  app.page = {};
+  app.lastInput = null;
+  app.lastOutputs = null;
+  app.timings.fetchMs = app.timings.createMs = undefined;
+  $("outputs").replaceChildren();
+  $("model-info").replaceChildren();
+  showPartition();
+  showTimings();
+  clearPreview();
+  $("random-box").hidden = true;
+}
+
 async function openModel(source, entry) {
   clearError();
   setState("loading", "opening " + (entry ? entry.name : "model") + "…");
   $("run").disabled = true;
   try {
     if (app.session) { const old = app.session; app.session = null; await old.release(); }
+    clearModelView();
     await onnxedge.ready();
+    offerOnnx();
     if (app.timings.readyMs === undefined) app.timings.readyMs = performance.now();
+    markStep("model", "start");
     let bytes = source;
     const t1 = performance.now();
     if (typeof source === "string") {
@@ -111,9 +179,13 @@ async function openModel(source, entry) {
     showPartition();
     showTimings();
     $("run").disabled = false;
+    markStep("model", "done");
+    finishLoading();
     const wasmNote = app.session.providers.includes("WasmSimdExecutionProvider") && onnxedge.env.wasm.note
       ? "; wasm SIMD kernels: " + onnxedge.env.wasm.note : "";
-    setState("ready", "ready: " + app.model + " (" + app.session.providers.join(", ") + ")" + wasmNote);
+    const skipped = app.session.skippedProviders.length
+      ? "; skipped " + app.session.skippedProviders.map((p) => p.name + " (" + p.reason + ")").join(", ") : "";
+    setState("ready", "ready: " + app.model + " (" + app.session.providers.join(", ") + ")" + wasmNote + skipped);
   } catch (e) {
     showError(e);
   }
@@ -124,9 +196,18 @@ function describeModel() {
   info.replaceChildren();
   const t = document.createElement("table");
   t.appendChild(row(["", "name", "type", "shape"], "th"));
-  for (const m of app.session.inputMetadata) t.appendChild(row(["input", m.name, m.type, JSON.stringify(m.shape)]));
-  for (const m of app.session.outputMetadata) t.appendChild(row(["output", m.name, m.type, JSON.stringify(m.shape)]));
-  info.appendChild(t);
+  for (const m of app.session.inputMetadata) t.appendChild(row(["input", m.name, m.type, fmtShape(m.shape)]));
+  for (const m of app.session.outputMetadata) t.appendChild(row(["output", m.name, m.type, fmtShape(m.shape)]));
+  info.appendChild(scrollBox(t));
+}
+
+// The file picker offers .onnx only when onnxedge in this page can open it (a reduced build
+// without an .onnx reader opens .oxe alone).
+function offerOnnx() {
+  const versions = onnxedge.env.versions;
+  const kinds = versions && versions.opensOnnx ? ".oxe,.onnx" : ".oxe";
+  $("model-file").accept = kinds;
+  $("model-kinds").textContent = kinds.split(",").join(" / ");
 }
 
 // ------------------------------------------------------------------------------- the inputs
@@ -135,6 +216,24 @@ function setMode(mode) {
   for (const r of document.querySelectorAll("input[name=mode]")) r.checked = r.value === mode;
   $("draw-box").hidden = mode !== "draw";
   $("image-box").hidden = mode !== "image";
+  clearPreview();
+  describeRandom(mode);
+}
+
+// The random mode's box: which inputs get a random tensor (shown in random mode, and in the
+// other modes for the inputs the canvas or image does not fill).
+function describeRandom(mode) {
+  const box = $("random-box");
+  const target = app.session && mode !== "random" ? imageInput() : null;
+  const inputs = app.session ? app.session.inputMetadata.filter((m) => !target || m.name !== target.name) : [];
+  box.hidden = inputs.length === 0;
+  const list = $("random-inputs");
+  list.replaceChildren();
+  for (const m of inputs) {
+    const li = document.createElement("li");
+    li.textContent = m.name + " " + m.type + " " + fmtShape(concreteDims(m.shape));
+    list.appendChild(li);
+  }
 }
 
 function mode() {
@@ -160,7 +259,7 @@ function randomTensor(m) {
 function pixelsToTensor(src, m, settings) {
   const dims = concreteDims(m.shape);
   const [c, h, w] = [dims[1] || 1, dims[2] || 1, dims[3] || 1];
-  const ctx = src.getContext("2d");
+  const ctx = src.getContext("2d", { willReadFrequently: true });
   const px = ctx.getImageData(0, 0, src.width, src.height).data;
   const [lo, hi] = settings.range || [0, 1];
   const data = new Float32Array(c * h * w);
@@ -187,7 +286,15 @@ function pixelsToTensor(src, m, settings) {
   return new onnxedge.Tensor("float32", data, [1, c, h, w]);
 }
 
+function clearPreview() {
+  const p = $("preview");
+  p.getContext("2d").clearRect(0, 0, p.width, p.height);
+  $("preview-box").hidden = true;
+}
+
 function drawPreview(data, c, h, w, lo, hi) {
+  $("preview-box").hidden = false;
+  $("preview-caption").textContent = "what the model sees (" + w + "×" + h + ")";
   const p = $("preview");
   p.width = w; p.height = h;
   const ctx = p.getContext("2d");
@@ -209,7 +316,7 @@ async function imageFileCanvas(file) {
     await new Promise((resolve, reject) => { img.onload = resolve; img.onerror = () => reject(new Error("cannot read image " + file.name)); img.src = url; });
     const cv = document.createElement("canvas");
     cv.width = img.naturalWidth; cv.height = img.naturalHeight;
-    cv.getContext("2d").drawImage(img, 0, 0);
+    cv.getContext("2d", { willReadFrequently: true }).drawImage(img, 0, 0);
     return cv;
   } finally {
     URL.revokeObjectURL(url);
@@ -249,17 +356,30 @@ function probabilities(values) {
   return e.map((v) => v / s);
 }
 
+// Whether output `name` holds class scores, as the model's page settings say: `classes` (true:
+// every float [1, N] / [N] output; or an output name, or a list of them) or `labels` (one per
+// class: the float [1, N] / [N] outputs with that many values). Other outputs show raw values.
+function isClassScores(name, t) {
+  const vector = t.type.startsWith("float") && t.size > 1 && t.dims.length >= 1 &&
+    t.dims.slice(0, -1).every((d) => d === 1);
+  if (!vector) return false;
+  const classes = app.page.classes;
+  if (classes === true) return true;
+  if (typeof classes === "string") return classes === name;
+  if (Array.isArray(classes)) return classes.includes(name);
+  return Array.isArray(app.page.labels) && app.page.labels.length === t.size;
+}
+
 function showOutputs(outputs) {
   const box = $("outputs");
   box.replaceChildren();
-  const labels = app.page.labels || null;
+  const labels = Array.isArray(app.page.labels) ? app.page.labels : null;
   for (const [name, t] of Object.entries(outputs)) {
     const h = document.createElement("h3");
-    h.textContent = name + " " + t.type + " [" + t.dims.join(", ") + "]";
+    h.textContent = name + " " + t.type + " " + fmtShape(t.dims);
     box.appendChild(h);
     const values = asNumbers(t);
-    const isClasses = t.dims.length <= 2 && (t.dims.length === 1 || t.dims[0] === 1) && values.length > 1 && t.type.startsWith("float");
-    if (isClasses) {
+    if (isClassScores(name, t)) {
       const probs = probabilities(values);
       const order = probs.map((p, i) => [p, i]).sort((a, b) => b[0] - a[0]).slice(0, 5);
       const table = document.createElement("table");
@@ -268,15 +388,16 @@ function showOutputs(outputs) {
         const bar = document.createElement("span");
         bar.className = "bar";
         bar.style.width = Math.round(p * 150) + "px";
-        const tr = row([labels && labels[i] !== undefined ? labels[i] : "class " + i, (100 * p).toFixed(1) + " %", bar]);
+        const tr = row([labels && labels[i] !== undefined ? String(labels[i]) : "class " + i, (100 * p).toFixed(1) + " %", bar]);
         tr.className = "top-class";
         tr.dataset.index = i;
         tr.dataset.prob = p;
         table.appendChild(tr);
       }
-      box.appendChild(table);
+      box.appendChild(scrollBox(table));
     } else {
       const pre = document.createElement("pre");
+      pre.className = "values";
       pre.textContent = values.slice(0, 32).map((v) => +v.toPrecision(5)).join(", ") + (values.length > 32 ? ", … (" + values.length + " values)" : "");
       box.appendChild(pre);
     }
@@ -304,7 +425,7 @@ async function runModel() {
 
 function setupCanvas() {
   const cv = $("canvas");
-  const ctx = cv.getContext("2d");
+  const ctx = cv.getContext("2d", { willReadFrequently: true });   // each run reads it back
   const clear = () => { ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, cv.width, cv.height); };
   clear();
   let last = null;
@@ -324,6 +445,8 @@ function setupCanvas() {
 // ------------------------------------------------------------------------------ start-up
 
 async function main() {
+  if (location.protocol === "file:") return;   // index.html says it needs a server
+  onnxedge.env.onprogress = (p) => markStep(p.step, p.state);
   setupCanvas();
   for (const r of document.querySelectorAll("input[name=mode]")) r.addEventListener("change", () => setMode(mode()));
   $("run").addEventListener("click", runModel);
@@ -338,9 +461,7 @@ async function main() {
     if (f) await openModel(new Uint8Array(await f.arrayBuffer()), null);
   });
   try {
-    const resp = await fetch(onnxedge.env.bundleURL);
-    if (!resp.ok) throw new Error("bundle.json: HTTP " + resp.status);
-    app.manifest = await resp.json();
+    app.manifest = await onnxedge.getManifest();   // the one fetch of bundle.json (onnxedge.js reuses it)
   } catch (e) {
     showError(e);
     return;
@@ -364,8 +485,18 @@ async function main() {
   $("provider").addEventListener("change", pick);
   const wanted = new URLSearchParams(location.search).get("model");
   if (wanted && app.manifest.models.some((m) => m.name === wanted)) $("model").value = wanted;
-  if (app.manifest.models.length) await pick();
-  else setState("ready", "drop a model file to start");
+  if (app.manifest.models.length) {
+    await pick();
+  } else {
+    try {
+      await onnxedge.ready();
+      offerOnnx();
+      finishLoading();
+      setState("ready", "drop a model file to start");
+    } catch (e) {
+      showError(e);
+    }
+  }
 }
 
 main();

@@ -32,6 +32,8 @@ export const env = {
   versions: null,
   pyodideInstance: null,
   manifest: null,
+  // called at each start-up step: {step: 'pyodide' | 'wheel' | 'numpy', state: 'start' | 'done'}
+  onprogress: null,
   // the wasm SIMD kernels (web/wasm/oxk.js): numThreads as onnxruntime-web's (0: one per core when
   // the page is cross-origin isolated, else 1); script/baseURL null: from bundle.json;
   // after the first session that uses them: threads in use and the runtime's note
@@ -41,7 +43,8 @@ export const env = {
 const now = () => performance.now();
 const log = (...args) => { if (env.logLevel === "verbose" || env.logLevel === "info") console.log("[onnxedge]", ...args); };
 
-/** A tensor: `type` ('float32', 'int64', ...), `data` (a typed array), `dims`. */
+/** A tensor as onnxruntime-web's: `type` ('float32', 'int64', ...), `data` (a typed array),
+ * `dims`, `size`, `location` ('cpu'; 'none' once disposed), `getData()`, `reshape()`, `dispose()`. */
 export class Tensor {
   constructor(typeOrData, dataOrDims, maybeDims) {
     let type, data, dims;
@@ -60,14 +63,54 @@ export class Tensor {
       const list = Array.from(data);
       data = Ctor.from(Ctor === BigInt64Array || Ctor === BigUint64Array ? list.map(BigInt) : list.map(Number));
     }
-    dims = dims === undefined ? [data.length] : Array.from(dims, Number);
+    dims = dims === undefined ? [data.length] : checkDims(dims);
     const size = dims.reduce((a, b) => a * b, 1);
     if (size !== data.length) throw new RangeError("Tensor dims [" + dims + "] hold " + size + " elements, data has " + data.length);
     this.type = type;
-    this.data = data;
+    this._data = data;
     this.dims = dims;
     this.size = size;
+    this.location = "cpu";
   }
+
+  /** The typed array (a TypeError once the tensor is disposed). */
+  get data() {
+    if (this.location !== "cpu") throw new TypeError("Tensor: its data was released by dispose()");
+    return this._data;
+  }
+
+  /** onnxruntime-web's name for `data` on a CPU tensor. */
+  get cpuData() { return this.data; }
+
+  /** A Promise of the data (onnxruntime-web's habit for tensors that may live on a device);
+   * `releaseData`: dispose of the tensor once the data is handed over. */
+  async getData(releaseData = false) {
+    const data = this.data;
+    if (releaseData) this.dispose();
+    return data;
+  }
+
+  /** A new Tensor of these dims over the same data (the element count must stay the same). */
+  reshape(dims) {
+    const shape = checkDims(dims);
+    const size = shape.reduce((a, b) => a * b, 1);
+    if (size !== this.size) throw new RangeError("Tensor.reshape: dims [" + shape + "] hold " + size + " elements, the tensor has " + this.size);
+    return new Tensor(this.type, this.data, shape);
+  }
+
+  /** Release the data (onnxruntime-web's dispose): `location` becomes 'none'. */
+  dispose() {
+    this._data = null;
+    this.location = "none";
+  }
+}
+
+function checkDims(dims) {
+  if (dims === null || typeof dims !== "object" || typeof dims.length !== "number") throw new TypeError("Tensor dims must be an array of non-negative integers, got " + dims);
+  const out = Array.from(dims, Number);
+  const bad = out.find((d) => !Number.isInteger(d) || d < 0);
+  if (bad !== undefined) throw new TypeError("Tensor dims [" + out + "]: " + bad + " is not a non-negative integer");
+  return out;
 }
 
 let pyodidePromise = null;
@@ -96,12 +139,42 @@ async function fetchBytes(url, what) {
   return new Uint8Array(await resp.arrayBuffer());
 }
 
+let manifestPromise = null;
+
+/** The bundle's manifest (env.bundleURL, bundle.json), fetched once: later calls (the page's
+ * and the start-up's) share the same promise. */
+export function getManifest() {
+  if (env.manifest) return Promise.resolve(env.manifest);
+  if (!manifestPromise) {
+    manifestPromise = (async () => {
+      let resp;
+      try {
+        resp = await fetch(env.bundleURL);
+      } catch (e) {
+        throw new Error("bundle manifest " + env.bundleURL + " cannot be fetched: " + e.message);
+      }
+      if (!resp.ok) throw new Error("bundle manifest " + env.bundleURL + ": HTTP " + resp.status + " (set onnxedge.env.pyodide.indexURL and onnxedge.env.wheels instead)");
+      env.manifest = await resp.json();
+      return env.manifest;
+    })();
+    manifestPromise.catch(() => { manifestPromise = null; });
+  }
+  return manifestPromise;
+}
+
+// start-up progress for env.onprogress: {step: 'pyodide' | 'wheel' | 'numpy', state: 'start' | 'done'}
+function progress(step, state) {
+  if (typeof env.onprogress !== "function") return;
+  try {
+    env.onprogress({ step, state });
+  } catch (e) {
+    console.warn("[onnxedge] env.onprogress failed:", e);
+  }
+}
+
 async function resolveEnv() {
   if (env.pyodide.indexURL && env.wheels) return;
-  const resp = await fetch(env.bundleURL);
-  if (!resp.ok) throw new Error("bundle manifest " + env.bundleURL + ": HTTP " + resp.status + " (set onnxedge.env.pyodide.indexURL and onnxedge.env.wheels instead)");
-  const m = await resp.json();
-  env.manifest = m;
+  const m = await getManifest();
   env.pyodide.indexURL = env.pyodide.indexURL || new URL(m.pyodide.indexURL, env.bundleURL).href;
   if (env.pyodide.lock === null) env.pyodide.lock = !!m.pyodide.lock;
   env.wheels = env.wheels || m.wheels.map((w) => new URL(w, env.bundleURL).href);
@@ -140,15 +213,18 @@ async function startPyodide() {
   const downloads = Promise.all([fetchBytes(env.runtimeURL, "onnxedge runtime"),
     ...env.wheels.map((url) => (viaLock(url) ? null : fetchBytes(url, "wheel")))]);
   downloads.catch(() => {});
+  progress("pyodide", "start");
   if (typeof globalThis.loadPyodide !== "function") await loadScript(indexURL + "pyodide.js");
   const pyodide = await globalThis.loadPyodide({ indexURL });
   env.pyodideInstance = pyodide;
   t.pyodideMs = now() - t0;
   env.timings = t;
+  progress("pyodide", "done");
   log("Pyodide", pyodide.version || "0.17", "ready in", t.pyodideMs.toFixed(0), "ms");
   t0 = now();
   const numpy = pyodide.loadPackage(["numpy"]);   // loads while the wheels install
   numpy.catch(() => {});
+  progress("wheel", "start");
   const [runtime, ...wheels] = await downloads;
   pyodide.runPython(new TextDecoder().decode(runtime));
   const install = pyodide.globals.get("install_wheel");
@@ -161,6 +237,8 @@ async function startPyodide() {
   }
   if (install.destroy) install.destroy();
   t.wheelsMs = now() - t0;
+  progress("wheel", "done");
+  progress("numpy", "start");
   try {
     await numpy;
     pyodide.runPython("import numpy");
@@ -172,6 +250,7 @@ async function startPyodide() {
                     (lines.length ? " [" + lines[lines.length - 1] + "]" : ""));
   }
   t.numpyMs = now() - t0;
+  progress("numpy", "done");
   env.versions = JSON.parse(pyodide.runPython("oxe_versions()"));
   t.totalMs = now() - start;
   env.timings = t;
@@ -239,6 +318,10 @@ export class InferenceSession {
     this._sync = !!info.sync;   // no asynchronous step (CPU only): runs skip the event loop
     this.lastRun = null;
     this._partition = info.partition;
+    // requested providers this page cannot run, skipped as onnxruntime-web skips unavailable
+    // backends: [{name, reason}]
+    this.skippedProviders = info.skipped || [];
+    for (const s of this.skippedProviders) console.warn("[onnxedge] execution provider " + s.name + " skipped: " + s.reason);
   }
 
   /** Open a model (.oxe or .onnx bytes; a URL, an ArrayBuffer or a Uint8Array). */
@@ -285,7 +368,8 @@ export class InferenceSession {
   }
 
   /** Which provider runs each node, and why the providers before it passed it over:
-   * [{node, opType, domain, provider, reasons: {provider: reason}}]. */
+   * [{node, opType, domain, provider, reasons: {provider: reason}}]. `providers` lists the
+   * providers the session has, `skippedProviders` the requested ones it could not use. */
   partition() {
     return this._partition.map((r) => Object.assign({}, r));
   }

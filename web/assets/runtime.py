@@ -22,9 +22,9 @@ import js
 _SESSIONS = {}
 _NEXT = [1]
 _WEBGPU = {}
-# onnxruntime-web provider names -> onnxedge's ('wasm': the wasm SIMD kernels when initialized)
-_PROVIDER_NAMES = {"wasm": ["WasmSimdExecutionProvider", "CPUExecutionProvider"],
-                   "cpu": ["CPUExecutionProvider"], "webgpu": ["WebGpuExecutionProvider"]}
+# 'wasm' is the wasm SIMD kernels (when initialized), then numpy; other short names ('cpu',
+# 'webgpu', ...) are onnxedge.providers.discovery.SHORT_NAMES
+_WASM_NAMES = ["WasmSimdExecutionProvider", "CPUExecutionProvider"]
 _LEVELS = {"disabled": 0, "disable": 0, "basic": 1, "extended": 2, "all": 99, "layout": 99}
 
 
@@ -63,6 +63,8 @@ def install_wheel(u8, name):
 
 
 def _providers(requested):
+    """onnxedge provider names of executionProviders entries (short names expanded)."""
+    from onnxedge.providers.discovery import canonical_name
     out = []
     for p in requested or []:
         name = p if isinstance(p, str) else (p.get("name") if isinstance(p, dict) else None)
@@ -70,12 +72,45 @@ def _providers(requested):
             from onnxedge.errors import InvalidArgument
             raise InvalidArgument("executionProviders entry %r: expected a name such as 'wasm', "
                                   "'webgpu' or an onnxedge provider name" % (p,))
-        for full in _PROVIDER_NAMES.get(name.lower(), [name]):
+        names = _WASM_NAMES if name.strip().lower() == "wasm" else [canonical_name(name)]
+        for full in names:
             if full == "WasmSimdExecutionProvider" and full != name and not _wasm_ready():
                 continue
             if full not in out:
                 out.append(full)
     return out or ["CPUExecutionProvider"]
+
+
+async def _usable(providers):
+    """(providers this page can run, [{name, reason}] of the others), as onnxruntime-web skips
+    the backends it cannot initialize; CPU is always usable."""
+    from onnxedge.providers import discovery
+    classes = discovery.provider_classes()
+    usable, skipped = [], []
+    for name in providers:
+        reason = None
+        if name not in classes:
+            reason = ("this bundle was built without it (it has %s; rebuild with `onnxedge web "
+                      "build --providers ...`)" % ", ".join(sorted(classes)))
+        elif name == "WebGpuExecutionProvider":
+            try:
+                await _ensure_webgpu()
+            except Exception as e:   # EPFail: no navigator.gpu, no adapter
+                reason = str(e)
+        if reason is None and not _is_available(classes[name]):
+            reason = "not available in this page"
+        if reason is None:
+            usable.append(name)
+        else:
+            skipped.append({"name": name, "reason": reason})
+    return usable or ["CPUExecutionProvider"], skipped
+
+
+def _is_available(cls):
+    try:
+        return bool(cls.is_available())
+    except Exception:
+        return False
 
 
 def _wasm_ready():
@@ -117,9 +152,7 @@ async def _create(args):
     import onnxedge
     t0 = _now()
     model = _bytes_of(args.model)
-    providers = _providers(json.loads(args.providers))
-    if "WebGpuExecutionProvider" in providers:
-        await _ensure_webgpu()
+    providers, skipped = await _usable(_providers(json.loads(args.providers)))
     opts = onnxedge.SessionOptions()
     level = args.graphOptimizationLevel
     if level:
@@ -137,6 +170,7 @@ async def _create(args):
             "partition": [{"node": r["node"], "opType": r["op_type"], "domain": r["domain"],
                            "provider": r["provider"], "reasons": r["fallback_reasons"]}
                           for r in sess.partition_report()],
+            "skipped": skipped,
             "createMs": _now() - t0}
     return _obj(ok=True, info=_json(info))
 
@@ -244,9 +278,26 @@ def oxe_call_sync(call_id):
         return _failure(e)
 
 
+# the smallest .onnx model (Identity x -> y, float [1], opset 17), to ask whether the page's
+# onnxedge reads .onnx (a reduced build without `onnx` reads only .oxe)
+_TINY_ONNX = bytes.fromhex(
+    "08083a370a100a017812017922084964656e746974791201675a0f0a0178120a0a08080112040a020801"
+    "620f0a0179120a0a08080112040a02080142040a001011")
+
+
+def _opens_onnx():
+    """True when onnxedge in this page can open .onnx bytes."""
+    from onnxedge import model_io
+    try:
+        model_io.load(_TINY_ONNX)
+    except Exception:
+        return False
+    return True
+
+
 def oxe_versions():
-    """JSON: Python, numpy and onnxedge versions inside the page."""
+    """JSON: Python, numpy and onnxedge versions inside the page, and whether it opens .onnx."""
     import numpy
     import onnxedge
     return json.dumps({"python": sys.version.split()[0], "numpy": numpy.__version__,
-                       "onnxedge": onnxedge.__version__})
+                       "onnxedge": onnxedge.__version__, "opensOnnx": _opens_onnx()})
