@@ -579,6 +579,7 @@ class RequestHandler(HardenedHandlerMixin, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "onnxedge-serve"
     _body_read = False
+    _headers: Dict[str, str] = {}
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._handle("GET")
@@ -606,9 +607,14 @@ class RequestHandler(HardenedHandlerMixin, BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------------- routing
 
+    def _header(self, name: str, default: Any = None) -> Any:
+        """A request header (case-insensitive; email.message's get() rescans every header)."""
+        return self._headers.get(name.lower(), default)
+
     def _handle(self, method: str) -> None:
         t0 = time.perf_counter()
         self._body_read = False
+        self._headers = {k.lower(): v for k, v in self.headers.items()}
         url = urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         status, size = 500, 0
@@ -655,8 +661,8 @@ class RequestHandler(HardenedHandlerMixin, BaseHTTPRequestHandler):
     # --------------------------------------------------------------------------- run
 
     def _body_length(self, limit: int, flag: str) -> int:
-        length = self.headers.get("Content-Length")
-        if "Transfer-Encoding" in self.headers or length is None:
+        length = self._header("Content-Length")
+        if self._header("Transfer-Encoding") is not None or length is None:
             self.close_connection = True
             raise HttpError(411, "LengthRequired", "the request needs a Content-Length header "
                             "(chunked bodies are not accepted)")
@@ -683,7 +689,7 @@ class RequestHandler(HardenedHandlerMixin, BaseHTTPRequestHandler):
         return body
 
     def _content_type(self) -> str:
-        ctype = self.headers.get("Content-Type", JSON_TYPE).split(";")[0].strip().lower()
+        ctype = self._header("Content-Type", JSON_TYPE).split(";")[0].strip().lower()
         if ctype in (NPY_TYPE, "application/octet-stream"):
             return NPY_TYPE
         if ctype in (JSON_TYPE, "text/json", ""):
@@ -716,7 +722,7 @@ class RequestHandler(HardenedHandlerMixin, BaseHTTPRequestHandler):
         else:
             feeds, wanted = self._json_feeds(body)
         del body
-        accept = self.headers.get("Accept", "")
+        accept = self._header("Accept", "")
         if NPY_TYPE in accept:
             name = self._pick(query, "output", "X-Output-Name", self.server.output_names)
             [value] = self.server.session.run([name], feeds)
@@ -730,7 +736,7 @@ class RequestHandler(HardenedHandlerMixin, BaseHTTPRequestHandler):
 
     def _pick(self, query: Dict[str, List[str]], key: str, header: str,
               names: Sequence[str]) -> str:
-        name = (query.get(key) or [None])[0] or self.headers.get(header)
+        name = (query.get(key) or [None])[0] or self._header(header)
         if name is None:
             if len(names) != 1:
                 raise HttpError(400, "InvalidArgument", "the model has %ss %s: name one with "
@@ -773,8 +779,8 @@ class RequestHandler(HardenedHandlerMixin, BaseHTTPRequestHandler):
     def _send(self, status: int, ctype: str, payload: bytes,
               extra: Optional[Dict[str, str]] = None) -> Tuple[int, int]:
         """Status line, headers and body in one write (no Nagle stall between them)."""
-        has_body = self.headers.get("Content-Length", "0").strip() not in ("", "0") \
-            or "Transfer-Encoding" in self.headers
+        has_body = self._header("Content-Length", "0").strip() not in ("", "0") \
+            or self._header("Transfer-Encoding") is not None
         if (has_body and not self._body_read) or self.server.draining:
             self.close_connection = True   # unread body bytes would be taken for the next request
         head = ["%s %d %s" % (self.protocol_version, status, self.responses.get(status, ("",))[0]),
