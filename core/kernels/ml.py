@@ -32,7 +32,8 @@ def transform_code(op: str, name: Any) -> str:
     """The post_transform attribute as one of TRANSFORMS; InvalidArgument naming `op` otherwise."""
     text = _text(name) if name is not None else "NONE"
     if text not in TRANSFORMS:
-        raise InvalidArgument("%s: post_transform %r is not one of %s" % (op, text, ", ".join(TRANSFORMS)))
+        raise InvalidArgument("%s: post_transform %r is not one of %s"
+                              % (op, text, ", ".join(TRANSFORMS)))
     return text
 
 
@@ -45,7 +46,7 @@ def ort_logistic(x: np.ndarray) -> np.ndarray:
 
 
 def ort_probit(x: np.ndarray) -> np.ndarray:
-    """onnxruntime's ComputeProbit: sqrt(2) * ErfInv(2x - 1) with its closed-form ErfInv (float32)."""
+    """onnxruntime's ComputeProbit: sqrt(2) * ErfInv(2x - 1), its closed-form ErfInv, float32."""
     f = np.float32
     x = (f(2) * np.asarray(x, dtype=np.float32) - f(1)).astype(np.float32)
     sgn = np.where(x < 0, f(-1), f(1)).astype(np.float32)

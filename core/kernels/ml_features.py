@@ -153,7 +153,8 @@ def dict_vectorizer(X: Dict[Any, Any], int64_vocabulary: Optional[List[int]] = N
 
 
 @register("FeatureVectorizer", domain=ML, since=1)
-def feature_vectorizer(*inputs: np.ndarray, inputdimensions: Optional[List[int]] = None) -> np.ndarray:
+def feature_vectorizer(*inputs: np.ndarray,
+                       inputdimensions: Optional[List[int]] = None) -> np.ndarray:
     """FeatureVectorizer-1: the inputs' rows side by side as float32 (N, sum(inputdimensions)),
     each cut or zero-padded to its inputdimensions entry."""
     op = "FeatureVectorizer"
@@ -218,4 +219,5 @@ def cast_map(X: Dict[int, Any], cast_to: Any = "TO_FLOAT", map_form: Any = "DENS
                 vals[key] = _cast_one(v, to)
     if to == "TO_STRING":
         return _objects(vals, (1, len(vals)))
-    return np.asarray(vals, dtype=np.float32 if to == "TO_FLOAT" else np.int64).reshape(1, len(vals))
+    dtype = np.float32 if to == "TO_FLOAT" else np.int64
+    return np.asarray(vals, dtype=dtype).reshape(1, len(vals))

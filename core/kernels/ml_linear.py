@@ -61,7 +61,8 @@ def linear_classifier(X: np.ndarray, classlabels_ints: Optional[List[int]] = Non
     post = transform_code(op, post_transform)
     x = as_float_matrix(op, X)
     labels = class_labels(op, classlabels_strings, classlabels_ints, required=False)
-    n_classes = len(intercepts) if intercepts else max(1, len(coefficients or []) // max(1, x.shape[1]))
+    n_classes = len(intercepts) if intercepts else \
+        max(1, len(coefficients or []) // max(1, x.shape[1]))
     scores = _linear_scores(op, x, coefficients, intercepts, n_classes)
     strings = labels is not None and labels.dtype == object
     if n_classes == 1:

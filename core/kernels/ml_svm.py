@@ -36,7 +36,8 @@ def _kernel_matrix(op: str, x: np.ndarray, vectors: np.ndarray, kernel: str,
 def _kernel_name(op: str, kernel_type: Any) -> str:
     name = _text(kernel_type) if kernel_type is not None else "LINEAR"
     if name not in KERNELS:
-        raise InvalidArgument("%s: kernel_type %r is not one of %s" % (op, name, ", ".join(KERNELS)))
+        raise InvalidArgument("%s: kernel_type %r is not one of %s"
+                              % (op, name, ", ".join(KERNELS)))
     return name
 
 
@@ -78,7 +79,8 @@ def _pairwise_coupling(r: np.ndarray) -> np.ndarray:
             diff = np.where(active, diff, f(0)).astype(np.float32)
             p[:, i] += diff
             one = (f(1) + diff).astype(np.float32)
-            pqp = ((pqp + diff * (diff * q[:, i, i] + f(2) * qp[:, i])) / one / one).astype(np.float32)
+            pqp = (pqp + diff * (diff * q[:, i, i] + f(2) * qp[:, i])) / one / one
+            pqp = pqp.astype(np.float32)
             qp = ((qp + diff[:, None] * q[:, i, :]) / one[:, None]).astype(np.float32)
             p = (p / one[:, None]).astype(np.float32)
     return p
@@ -156,7 +158,7 @@ def svm_classifier(X: np.ndarray, classlabels_ints: Optional[List[int]] = None,
                    support_vectors: Optional[List[float]] = None,
                    vectors_per_class: Optional[List[int]] = None):
     """SVMClassifier-1: (labels, scores). With support vectors: one-vs-one decisions and votes,
-    probabilities when prob_a/prob_b are given; without: a linear model (scores X @ W.T + rho[0])."""
+    probabilities when prob_a/prob_b are given; without: a linear model (X @ W.T + rho[0])."""
     op = "SVMClassifier"
     post = transform_code(op, post_transform)
     x = as_float_matrix(op, X)
@@ -166,7 +168,8 @@ def svm_classifier(X: np.ndarray, classlabels_ints: Optional[List[int]] = None,
         raise InvalidArgument("%s: the coefficients and rho attributes are required" % op)
     prob_a, prob_b = list(prob_a or []), list(prob_b or [])
     if len(prob_a) != len(prob_b):
-        raise InvalidArgument("%s: prob_a has %d values but prob_b %d" % (op, len(prob_a), len(prob_b)))
+        raise InvalidArgument("%s: prob_a has %d values but prob_b %d"
+                              % (op, len(prob_a), len(prob_b)))
     have_proba = len(prob_a) > 0
     per_class = [int(v) for v in (vectors_per_class or [])]
     n_vectors = sum(per_class)
@@ -182,7 +185,8 @@ def svm_classifier(X: np.ndarray, classlabels_ints: Optional[List[int]] = None,
                 or (have_proba and len(prob_a) < n_pairs):
             raise InvalidArgument("%s: coefficients, rho or prob_a/prob_b are too short for %d "
                                   "classes and %d support vectors" % (op, k, n_vectors))
-        sv = _support_vectors(op, support_vectors, n_vectors, len(support_vectors or []) // n_vectors)
+        width = len(support_vectors or []) // n_vectors
+        sv = _support_vectors(op, support_vectors, n_vectors, width)
         if sv.shape[1] != x.shape[1]:
             raise InvalidArgument("%s: X has %d features, the support vectors %d"
                                   % (op, x.shape[1], sv.shape[1]))
@@ -235,8 +239,9 @@ def svm_regressor(X: np.ndarray, coefficients: Optional[List[float]] = None,
     if n_sv > 0:
         sv = _support_vectors(op, support_vectors, n_sv, len(support_vectors or []) // n_sv)
         if sv.shape[1] != x.shape[1] or coef.size < n_sv:
-            raise InvalidArgument("%s: X has %d features, the support vectors %d (%d coefficients "
-                                  "for %d vectors)" % (op, x.shape[1], sv.shape[1], coef.size, n_sv))
+            raise InvalidArgument("%s: X has %d features, the support vectors %d (%d "
+                                  "coefficients for %d vectors)"
+                                  % (op, x.shape[1], sv.shape[1], coef.size, n_sv))
         kern = _kernel_matrix(op, x, sv, _kernel_name(op, kernel_type), kernel_params)
         out = kern.astype(np.float64).dot(coef[:n_sv]) + bias
     else:

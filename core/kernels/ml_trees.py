@@ -76,7 +76,8 @@ def build_forest(op: str, attrs: Dict[str, Any], n_targets: int, prefix: str) ->
     modes_text = [_text(m) for m in (attrs["nodes_modes"] or [])]
     unknown = [m for m in modes_text if m not in _MODES]
     if unknown:
-        raise InvalidArgument("%s: node mode %r is not one of %s" % (op, unknown[0], sorted(_MODES)))
+        raise InvalidArgument("%s: node mode %r is not one of %s"
+                              % (op, unknown[0], sorted(_MODES)))
     mode = np.asarray([_MODES[m] for m in modes_text], dtype=np.int64)
     t_ids = np.asarray(attrs["nodes_truenodeids"] or [], dtype=np.int64)
     f_ids = np.asarray(attrs["nodes_falsenodeids"] or [], dtype=np.int64)
@@ -87,7 +88,8 @@ def build_forest(op: str, attrs: Dict[str, Any], n_targets: int, prefix: str) ->
                       ("nodes_modes", mode), ("nodes_truenodeids", t_ids),
                       ("nodes_falsenodeids", f_ids), ("nodes_values", values)):
         if arr.size != n:
-            raise InvalidArgument("%s: %s has %d entries, nodes_treeids %d" % (op, name, arr.size, n))
+            raise InvalidArgument("%s: %s has %d entries, nodes_treeids %d"
+                                  % (op, name, arr.size, n))
     if tracks.size < n:
         tracks = np.concatenate([tracks, np.zeros(n - tracks.size, dtype=bool)])
     span = int(max(node_ids.max(), t_ids.max(), f_ids.max(), 0)) + 1
@@ -125,7 +127,8 @@ def _leaf_outputs(op: str, attrs: Dict[str, Any], prefix: str, n_targets: int,
     m = ids.size
     if not (w_tree.size == w_node.size == w.size == m):
         raise InvalidArgument("%s: %s_ids, _treeids, _nodeids and _weights must have the same "
-                              "length (%d, %d, %d, %d)" % (op, prefix, m, w_tree.size, w_node.size, w.size))
+                              "length (%d, %d, %d, %d)"
+                              % (op, prefix, m, w_tree.size, w_node.size, w.size))
     if m and ((ids < 0).any() or (ids >= n_targets).any()):
         raise InvalidArgument("%s: %s_ids must lie in [0, %d)" % (op, prefix, n_targets))
     dtype = np.float64 if w.dtype == np.float64 else np.float32
@@ -242,7 +245,8 @@ def _evaluate(op: str, X: np.ndarray, forest: Forest, agg: str, n_features_neede
 def _aggregate_name(op: str, value: Any) -> str:
     name = _text(value) if value is not None else "SUM"
     if name not in _AGGREGATES:
-        raise InvalidArgument("%s: aggregate_function %r is not one of %s" % (op, name, _AGGREGATES))
+        raise InvalidArgument("%s: aggregate_function %r is not one of %s"
+                              % (op, name, _AGGREGATES))
     return name
 
 
