@@ -114,7 +114,11 @@ def _client(port: int, req: bytes, want: bytes, stop_at: float, warm_until: floa
 def measure(port: int, req: bytes, clients: int, duration: float,
             warmup: float = 0.5) -> Dict[str, Any]:
     """`clients` keep-alive connections sending `req` back to back for `duration` seconds."""
-    status, want = _Conn(port).roundtrip(req)
+    first = _Conn(port)
+    try:
+        status, want = first.roundtrip(req)
+    finally:
+        first.close()
     if status != 200:
         raise RuntimeError("the server answered %d: %s" % (status, want[:300]))
     start = time.perf_counter()

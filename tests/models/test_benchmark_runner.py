@@ -19,7 +19,8 @@ from benchmarks import run  # noqa: E402
 def test_run_writes_results(tmp_path, capsys) -> None:
     """Both engines, both thread settings: medians, ratios, a table and a chart."""
     status = run.main(["--models", "mlp", "--runs", "3", "--warmup", "1",
-                       "--model-dir", str(tmp_path / "models"), "--out", str(tmp_path)])
+                       "--model-dir", str(tmp_path / "models"), "--out", str(tmp_path),
+                       "--no-serve"])   # benchmarks/serve.py has its own smoke test
     assert status == 0
     report = json.loads((tmp_path / "latest.json").read_text())
     assert len(report["results"]) == 4
