@@ -459,10 +459,23 @@ def test_hostile_requests_keep_memory_bounded(models):
             t.join(60)
         assert statuses == [413] * 4
         grown = _hwm_mb(proc.pid) - base
+        # four concurrent bodies just under the limit are parsed: ~12x each, bounded in all
+        n = (4 * 1024 * 1024 - 100) // 4
+        at_limit = b'{"inputs": {"x": [[' + b"0.5," * (n - 1) + b'0.5]]}}'
+        statuses = []
+        threads = [threading.Thread(target=lambda: statuses.append(_big_post(port, at_limit)))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert statuses == [400] * 4   # [1, 1M] is not [batch, 4]
+        grown_at_limit = _hwm_mb(proc.pid) - base
         assert _call(port, "GET", "/healthz")[0] == 200
     finally:
         err = _stop(proc)
     assert grown < RSS_GROWTH_MB, "peak RSS grew by %.0f MB" % grown
+    assert grown_at_limit < 4 * 16 * 4, "peak RSS grew by %.0f MB" % grown_at_limit
     assert "Traceback" not in err
 
 
