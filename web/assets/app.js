@@ -8,7 +8,8 @@ import * as onnxedge from "./onnxedge.js";
 
 const $ = (id) => document.getElementById(id);
 const app = { manifest: null, session: null, model: null, page: {}, lastInput: null,
-              lastOutputs: null, error: null, timings: {}, runs: 0, loaded: false };
+              lastOutputs: null, error: null, timings: {}, runs: 0, loaded: false,
+              loadLog: [] };   // [step, state, bar value] of the first load
 window.onnxedgeApp = app;
 window.onnxedge = onnxedge;
 
@@ -40,6 +41,7 @@ function markStep(step, state) {
   const active = document.querySelectorAll("#load-steps li.active").length;
   $("load-bar").value = Math.min(STEPS.length, done + 0.5 * active);
   $("load-bar").textContent = done + " of " + STEPS.length;
+  app.loadLog.push([step, state, $("load-bar").value]);
 }
 
 function finishLoading() {
