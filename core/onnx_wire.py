@@ -303,7 +303,6 @@ def _build_schema() -> None:
     })
 
 
-
 # ------------------------------------------------------------------------------ wire primitives
 
 def _varint(buf: bytes, pos: int, end: int) -> Tuple[int, int]:
@@ -594,7 +593,8 @@ def parse(data: Union[bytes, bytearray, memoryview], cls: Any = None, what: str 
         data = bytes(data)   # bytes cannot change under the views raw_data hands out
     collecting = gc.isenabled()
     if collecting:
-        gc.disable()   # decoding builds a tree without cycles: collections would only slow it
+        gc.disable()   # the decoded tree has no cycles: collecting while it grows only costs
+                       # time (about 2/3 of it on graphs of many small messages)
     try:
         return _parse(cls, data, memoryview(data), 0, len(data), 1)
     except _WireError as e:
