@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from onnxedge import dtypes, model_io
 from onnxedge.errors import InvalidArgument
+from onnxedge.providers.discovery import SHORT_NAMES, canonical_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ASSETS = os.path.join(HERE, "assets")
@@ -38,8 +39,8 @@ LEGACY_PYODIDE_FILES = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyo
                         "packages.json", "numpy.js", "numpy.data")
 # what a current distribution's folder holds that a page never fetches
 _SKIP_SUFFIXES = (".map", ".d.ts", ".md", ".html")
-PROVIDERS = {"cpu": "CPUExecutionProvider", "webgpu": "WebGpuExecutionProvider",
-             "wasm": "WasmSimdExecutionProvider"}
+# the providers a page can run, by their short names (onnxruntime-web's, as the core spells them)
+PROVIDERS = {short: SHORT_NAMES[short] for short in ("cpu", "webgpu", "wasm")}
 DEFAULT_PROVIDERS = "wasm,cpu"
 WEBGPU_PACKAGE = "onnxedge.web.webgpu"
 # the wasm provider's Python modules go into the wheel (its .wasm/.js lie beside the page instead)
@@ -70,7 +71,7 @@ def parse_providers(text: Any) -> List[str]:
     items = text.split(",") if isinstance(text, str) else list(text or [])
     out = []
     for item in (i.strip() for i in items if i.strip()):
-        name = PROVIDERS.get(item.lower(), item)
+        name = canonical_name(item)
         if name not in PROVIDERS.values():
             raise InvalidArgument("provider %r is not one the page can run: expected one of %s"
                                   % (item, ", ".join(sorted(PROVIDERS))))
