@@ -13,7 +13,7 @@ import numpy as np
 from . import ir, profiling
 from .errors import InvalidGraph, NotImplemented, OnnxEdgeError, RuntimeException
 from .kernels import registry
-from .kernels._util import check_run
+from .kernels._util import current_limits
 from .kernels.registry import KernelContext
 
 Env = Dict[str, Any]
@@ -149,11 +149,13 @@ def run_compiled(steps: List[_Compiled], env: Env,
     its time limit has passed. While a profiler is active (`profiling.active`), each node's
     time, types and shapes are recorded."""
     prof = profiling.current()
+    limits = current_limits()
     for c in steps:
-        try:
-            check_run()
-        except RuntimeException as e:
-            raise RuntimeException("%s (stopped before %s)" % (e, c.node.describe())) from None
+        if limits is not None:
+            try:
+                limits.check()
+            except RuntimeException as e:
+                raise RuntimeException("%s (stopped before %s)" % (e, c.node.describe())) from None
         try:
             args = [env[name] if name else None for name in c.ins]
         except KeyError as e:

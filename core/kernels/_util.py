@@ -255,7 +255,7 @@ class RunLimits:
 
     def check(self) -> None:
         """RuntimeException when the caller set `run_options.terminate` or the time is up."""
-        if self.run_options is not None and getattr(self.run_options, "terminate", False):
+        if self.run_options is not None and self.run_options.terminate:
             raise RuntimeException("the run was cancelled: run_options.terminate was set to True")
         if self.deadline is not None:
             if time.monotonic() > self.deadline:
