@@ -4,7 +4,11 @@
 //   const session = await onnxedge.InferenceSession.create('models/mlp.oxe',
 //                                                          {executionProviders: ['wasm']});
 //   const outputs = await session.run({input: new onnxedge.Tensor('float32', data, [1, 784])});
-//   outputs.output.data   // Float32Array
+//   outputs.output.data   // Float32Array (or: await outputs.output.getData())
+//
+// As onnxruntime-web, executionProviders entries this page cannot run (a bundle built without
+// WebGPU, a browser without navigator.gpu, an unknown name) are skipped with a console warning:
+// `session.skippedProviders` says which and why, `session.partition()` which provider ran each node.
 //
 // Pyodide starts once, lazily, on the first create(): its location and the wheels to install
 // come from `env` (by default from bundle.json beside this file, written by `onnxedge web build`).
@@ -63,7 +67,7 @@ export class Tensor {
       const list = Array.from(data);
       data = Ctor.from(Ctor === BigInt64Array || Ctor === BigUint64Array ? list.map(BigInt) : list.map(Number));
     }
-    dims = dims === undefined ? [data.length] : checkDims(dims);
+    dims = dims === undefined || dims === null ? [data.length] : checkDims(dims);
     const size = dims.reduce((a, b) => a * b, 1);
     if (size !== data.length) throw new RangeError("Tensor dims [" + dims + "] hold " + size + " elements, data has " + data.length);
     this.type = type;
