@@ -126,6 +126,46 @@ def test_element_count_never_wraps():
         assert _util.check_tensor_bytes("Tile", [512, 512], np.float32) == 512 * 512
 
 
+def _other_value_sized_kernels():
+    """(name, call) pairs: kernels sizing a ~64 MiB output from values or attributes."""
+    from onnxedge.kernels import conv, image, indexing, pool, random, shape, signal
+    f32, i64 = np.float32, np.int64
+    n = 1 << 24
+    return [
+        ("RandomNormal", lambda: random.random_normal(shape=[n])),
+        ("RandomUniform", lambda: random.random_uniform(shape=[n])),
+        ("Multinomial", lambda: random.multinomial(np.zeros((1, 2), f32), sample_size=n)),
+        ("HannWindow", lambda: signal.hann_window(np.array(n, i64))),
+        ("MelWeightMatrix", lambda: signal.mel_weight_matrix(
+            np.array(1024, i64), np.array(1 << 15, i64), np.array(16000, i64),
+            np.array(0, f32), np.array(8000, f32))),
+        ("AffineGrid", lambda: image.affine_grid(np.zeros((1, 2, 3), f32),
+                                                 np.array([1, 1, 4096, 4096], i64))),
+        ("CenterCropPad", lambda: image.center_crop_pad(np.zeros((2, 2), f32),
+                                                        np.array([4096, 4096], i64))),
+        ("MaxUnpool", lambda: pool.max_unpool(np.zeros((1, 1, 1, 1), f32),
+                                              np.zeros((1, 1, 1, 1), i64),
+                                              np.array([1, 1, 4096, 4096], i64),
+                                              kernel_shape=[1, 1])),
+        ("ConvTranspose", lambda: conv.conv_transpose(np.zeros((1, 1, 2, 2), f32),
+                                                      np.zeros((1, 1, 1, 1), f32),
+                                                      output_shape=[4096, 4096],
+                                                      strides=[2048, 2048])),
+        ("OneHot", lambda: indexing.one_hot(np.zeros(4, i64), np.array(n, i64),
+                                            np.array([0, 1], f32))),
+        ("Pad", lambda: shape.pad_2(np.zeros((2, 2), f32), pads=[0, 0, 4096, 4096])),
+    ]
+
+
+@pytest.mark.parametrize("name,call", _other_value_sized_kernels(),
+                         ids=[c[0] for c in _other_value_sized_kernels()])
+def test_value_sized_kernels_check_the_budget(name, call):
+    with _util.use_limits(_util.RunLimits(1 << 20)):
+        with pytest.raises(RuntimeException, match=r"^%s: .*more than the limit of 1048576" % name):
+            call()
+    assert _util.current_limits() is None     # the block restored the state outside a run
+
+
 # ---------------------------------------------------------------- constant folding
 
 def test_folding_a_huge_constant_allocates_nothing():
