@@ -91,13 +91,16 @@ def screens_bundle(web_bundle: Any, demo_files: Dict[str, str]):
 
 @pytest.fixture(scope="module")
 def open_fresh(browser: Any, bundle_server: Any):
-    """Factory: open_fresh(url, width) -> a new page (own context, local-only) loading url at
-    that viewport width; `page.console_lines` and `page.requests` record what it did."""
+    """Factory: open_fresh(url, width, init_script) -> a new page (own context, local-only,
+    init_script run before the page's own) loading url at that viewport width;
+    `page.console_lines` and `page.requests` record what it did."""
     contexts: List[Any] = []
 
-    def make(url: str, width: int = 1280) -> Any:
+    def make(url: str, width: int = 1280, init_script: str = "") -> Any:
         ctx = local_only_context(browser, bundle_server.origin, bundles._BLOCKED)
         contexts.append(ctx)
+        if init_script:
+            ctx.add_init_script(init_script)
         page = ctx.new_page()
         page.set_viewport_size({"width": width, "height": 900})
         page.console_lines = []
@@ -297,3 +300,26 @@ def test_file_url_says_which_command_serves_it(browser: Any, screens_bundle: Any
         assert blocked == []
     finally:
         context.close()
+
+
+def test_webgpu_bundle_in_a_browser_without_webgpu_runs_on_wasm(open_fresh: Any, web_bundle: Any,
+                                                               demo_files: Dict[str, str]):
+    """A bundle with WebGPU, a browser without navigator.gpu: onnxruntime-web's
+    `['webgpu', 'wasm']` skips WebGPU (saying why) and runs; the page's own session too."""
+    _, url = web_bundle([demo_files["mlp"]], providers="webgpu,wasm,cpu")
+    page = open_fresh(url, init_script="Object.defineProperty(Navigator.prototype, 'gpu', "
+                                       "{get: () => undefined, configurable: true});")
+    state = wait_state(page, ("ready", "done", "error"), 90)
+    assert state == "ready", page.evaluate("JSON.stringify(onnxedgeApp.error)")
+    out = page.evaluate("""async () => {
+        const s = await onnxedge.InferenceSession.create('models/mlp.oxe',
+                                                         {executionProviders: ['webgpu', 'wasm']});
+        const o = await s.run({input: new onnxedge.Tensor('float32', new Float32Array(784), [1, 784])});
+        return {providers: s.providers, skipped: s.skippedProviders, dims: o[s.outputNames[0]].dims,
+                ran: [...new Set(s.partition().map(r => r.provider))]};
+    }""")
+    assert out["providers"] == ["WasmSimdExecutionProvider", "CPUExecutionProvider"]
+    assert [s["name"] for s in out["skipped"]] == ["WebGpuExecutionProvider"]
+    assert "navigator.gpu" in out["skipped"][0]["reason"]
+    assert "WebGpuExecutionProvider" not in out["ran"] and out["dims"] == [1, 10]
+    assert any("WebGpuExecutionProvider skipped" in line for line in page.console_lines)
