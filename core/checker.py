@@ -83,15 +83,17 @@ def check_model_identifiers(model: ir.Model) -> ir.Model:
     return model
 
 
-def _reads(node: ir.Node) -> List[str]:
+def _reads(node: ir.Node, cache: Optional[Dict[int, List[str]]] = None) -> List[str]:
     reads = [n for n in node.inputs if n]
     for _, sub in node.subgraphs():
-        reads.extend(sub.outer_references())
+        reads.extend(sub.outer_references(cache))
     return reads
 
 
-def topological_order(graph: ir.Graph, outer: Iterable[str] = ()) -> List[ir.Node]:
-    """The graph's nodes in an order where each node follows the producers of what it reads."""
+def topological_order(graph: ir.Graph, outer: Iterable[str] = (),
+                      cache: Optional[Dict[int, List[str]]] = None) -> List[ir.Node]:
+    """The graph's nodes in an order where each node follows the producers of what it reads
+    (`cache`: outer references of subgraphs already worked out, see Graph.outer_references)."""
     available: Set[str] = set(outer) | set(graph.initializers) | {v.name for v in graph.inputs}
     producer: Dict[str, int] = {}
     for i, node in enumerate(graph.nodes):
@@ -108,7 +110,7 @@ def topological_order(graph: ir.Graph, outer: Iterable[str] = ()) -> List[ir.Nod
     deps: List[Set[int]] = []
     for node in graph.nodes:
         d: Set[int] = set()
-        for name in _reads(node):
+        for name in _reads(node, cache):
             if name in producer:
                 d.add(producer[name])
             elif name not in available:
@@ -137,15 +139,18 @@ def topological_order(graph: ir.Graph, outer: Iterable[str] = ()) -> List[ir.Nod
     return [graph.nodes[i] for i in order]
 
 
-def check_graph(graph: ir.Graph, outer: Iterable[str] = ()) -> None:
-    """Validate (and topologically sort, in place) a graph and all its subgraphs."""
+def check_graph(graph: ir.Graph, outer: Iterable[str] = (),
+                _cache: Optional[Dict[int, List[str]]] = None) -> None:
+    """Validate (and topologically sort, in place) a graph and all its subgraphs; each
+    subgraph's outer references are worked out once, however deep the nesting."""
+    cache: Dict[int, List[str]] = {} if _cache is None else _cache
     outer = set(outer)
     _check_node_identifiers(graph)   # subgraphs: by the recursion below
-    graph.nodes = topological_order(graph, outer)
+    graph.nodes = topological_order(graph, outer, cache)
     defined = outer | set(graph.initializers) | {v.name for v in graph.inputs}
     for node in graph.nodes:
         for _, sub in node.subgraphs():
-            check_graph(sub, defined)
+            check_graph(sub, defined, cache)
         defined.update(o for o in node.outputs if o)
     names = [v.name for v in graph.inputs]
     if len(set(names)) != len(names):

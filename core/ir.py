@@ -174,20 +174,26 @@ class Graph:
                 return None
         return None
 
-    def outer_references(self) -> List[str]:
-        """Names this graph (and its subgraphs) reads but does not define: outer-scope values."""
+    def outer_references(self, cache: Optional[Dict[int, List[str]]] = None) -> List[str]:
+        """Names this graph (and its subgraphs) reads but does not define: outer-scope values.
+        `cache` (keyed by id(graph)) lets a caller that asks at every nesting level pay for each
+        subgraph once while the graphs do not change."""
+        if cache is not None and id(self) in cache:
+            return cache[id(self)]
         defined = set(self.initializers) | {v.name for v in self.inputs} | {""}
         needed: List[str] = []   # in order of first read (a set beside it keeps this linear)
         seen: Set[str] = set()
         for node in self.nodes:
             reads = list(node.inputs)
             for _, sub in node.subgraphs():
-                reads.extend(sub.outer_references())
+                reads.extend(sub.outer_references(cache))
             for name in reads:
                 if name not in defined and name not in seen:
                     seen.add(name)
                     needed.append(name)
             defined.update(node.outputs)
+        if cache is not None:
+            cache[id(self)] = needed
         return needed
 
     def __repr__(self) -> str:
