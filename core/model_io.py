@@ -38,7 +38,8 @@ def _reduced_module(name: str, what: str) -> Any:
     raise NotImplemented("%s: this is a reduced onnxedge build without %s (it reads only .oxe "
                          "models); convert the model with the full onnxedge: `onnxedge convert "
                          "MODEL.onnx -o MODEL.oxe --optimize all` (or `onnxedge reduce MODEL.onnx "
-                         "-o OUT/`, which writes OUT/models/MODEL.oxe)" % (what, name))
+                         "-o OUT/`, which writes OUT/models/MODEL.oxe; `--with-onnx` makes a build "
+                         "that opens .onnx too)" % (what, name))
 
 
 def describe_content(head: bytes) -> str:

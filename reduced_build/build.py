@@ -103,16 +103,23 @@ def build_full_wheel(out_dir: str, progress: Progress = None) -> str:
     return os.path.join(out_dir, wheels[0])
 
 
+# the modules that read `.onnx` without the onnx package (kept by --with-onnx)
+ONNX_READER = ("onnxedge.onnx_loader", "onnxedge.onnx_wire")
+
+
 def reduce(models: Sequence[str], out_dir: str, config: Optional[str] = None, level: str = "all",
            extra_packages: Sequence[str] = (), arch: Optional[str] = None,
            add_ops: Sequence[str] = (), full_wheel: Optional[str] = None,
            progress: Progress = None, profile: str = "runtime",
-           strip: bool = True) -> ReduceResult:
+           strip: bool = True, with_onnx: bool = False) -> ReduceResult:
     """Reduced build of `models` (and the ops of `config` and `add_ops`) into out_dir.
 
     `profile` "runtime" makes a wheel for pre-optimized `.oxe` models (no optimizer, no `.onnx`
     loader, no CLI); "full" keeps the whole core. `strip` drops unused kernel functions and
     docstrings. `full_wheel` (a path, or "build" to make one) adds the size comparison.
+    `with_onnx` keeps the `.onnx` reader (onnx_loader + onnx_wire, no `onnx` package needed)
+    and the kernels of the models' ops as they are in the file, so the wheel also opens the
+    models as `.onnx` (run unoptimized, as a runtime wheel has no optimizer).
     """
     if not models and not config and not add_ops:
         raise InvalidArgument("nothing to reduce for: give models, a --config file or --add-op ops")
@@ -121,6 +128,9 @@ def reduce(models: Sequence[str], out_dir: str, config: Optional[str] = None, le
     os.makedirs(out_dir, exist_ok=True)
     converted = convert_models(models, os.path.join(out_dir, "models"), level, progress)
     reqs = [scan.required_operators(p, None) for p in converted.values()]
+    if with_onnx:
+        extra_packages = list(extra_packages) + list(ONNX_READER)
+        reqs.extend(scan.required_operators(p, None) for p in _model_files(models))
     sources = [os.path.basename(p) for p in _model_files(models)]
     if config:
         reqs.append(scan.read_config(config))

@@ -21,7 +21,8 @@ def cmd_reduce(args: argparse.Namespace) -> int:
                     extra_packages=extra, arch=args.arch, add_ops=args.add_op or (),
                     full_wheel="build" if args.compare_full else None,
                     progress=lambda msg: print(msg, file=sys.stderr),
-                    profile=args.profile, strip=not args.no_strip)
+                    profile=args.profile, strip=not args.no_strip,
+                    with_onnx=args.with_onnx)
     print(report.format_text(result.report), end="")
     for stem, path in sorted(result.models.items()):
         print("  model %s: %s" % (stem, path))
@@ -48,6 +49,9 @@ def register(sub: Any) -> None:
                         "full: the whole core (optimizer, .onnx loader, CLI, server)")
     p.add_argument("--no-strip", action="store_true", help="keep whole kernel modules, docstrings "
                    "and comments")
+    p.add_argument("--with-onnx", action="store_true",
+                   help="keep the .onnx reader (no onnx package needed) and the kernels of the "
+                        "models' ops as in the file: the wheel opens .onnx too, unoptimized")
     p.add_argument("--with-webgpu", action="store_true",
                    help="include the WebGPU provider (onnxedge.web.webgpu) for the browser page")
     p.add_argument("--with-wasm", action="store_true",

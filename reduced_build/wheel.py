@@ -45,7 +45,8 @@ REBUILD_HINT = ("this is a reduced onnxedge build, holding only the kernels of %
 PROFILES = ("full", "runtime")
 # what a "runtime" wheel leaves out: it runs pre-optimized .oxe models (no optimizer, no .onnx
 # loader or writer, no .oxe writer and its flatbuffers code, no CLI or server)
-RUNTIME_DROPS = ("onnxedge/optimizer/", "onnxedge/onnx_loader.py", "onnxedge/onnx_writer.py",
+RUNTIME_DROPS = ("onnxedge/optimizer/", "onnxedge/onnx_loader.py", "onnxedge/onnx_wire.py",
+                 "onnxedge/onnx_writer.py",
                  "onnxedge/cli.py", "onnxedge/serve.py", "onnxedge/format/writer.py",
                  "onnxedge/format/fb/", "onnxedge/format/oxe.fbs", "onnxedge/py.typed")
 RUNTIME_DROPPED_REQUIRES = ("flatbuffers",)

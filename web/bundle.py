@@ -251,6 +251,7 @@ def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
             progress("[1/4] reduced build of %d model(s)%s" % (len(models), " with %s" % ", ".join(
                      p for p in order if p != "CPUExecutionProvider") if extras else ""))
         r = reduce(list(models), out, config=config, level=level, extra_packages=extras,
+                   with_onnx=True,
                    progress=progress)
         dep_wheels = [flatbuffers_wheel()] if "flatbuffers" in _requires(r.wheel) else []
         for dep in dep_wheels:

@@ -261,3 +261,25 @@ def test_with_wasm_carries_the_page_kernels_as_web_assets(tmp_path, capsys):
         assert "onnxedge/web/wasm/provider.py" in names
         eps = zf.read("onnxedge-%s.dist-info/entry_points.txt" % onnxedge.__version__).decode()
     assert "WasmSimdExecutionProvider = onnxedge.web.wasm.provider:WasmSimdExecutionProvider" in eps
+
+
+@pytest.mark.parametrize("interp", sorted(INTERPRETERS))
+def test_with_onnx_opens_the_models_as_onnx(built, pythons, tmp_path, interp):
+    """`reduce --with-onnx`: the runtime wheel keeps the pure-Python .onnx reader and the raw
+    models' kernels, and runs the original .onnx file (no onnx package, no optimizer) with the
+    same outputs; the default build stays without it."""
+    _, feeds, ref, mlp_path = built["mlp"]
+    result = reduce([mlp_path], str(tmp_path / "with_onnx"), with_onnx=True)
+    names = zipfile.ZipFile(result.wheel).namelist()
+    assert "onnxedge/onnx_loader.py" in names and "onnxedge/onnx_wire.py" in names
+    assert "onnxedge/onnx_wire.py" not in zipfile.ZipFile(built["mlp"][0].wheel).namelist()
+    python, deps = pythons[interp]
+    site = unpack(result.wheel, str(tmp_path / "site"))
+    out = str(tmp_path / "out.npz")
+    proc = run_isolated(python, site, deps, RUNNER, site, mlp_path, feeds, out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(out)
+    for i, want in enumerate(ref):
+        np.testing.assert_allclose(got["arr_%d" % i], want, rtol=1e-4, atol=1e-5)
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "onnxedge.onnx_wire" in loaded and not [m for m in loaded if m.split(".")[0] == "onnx"]
