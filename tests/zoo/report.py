@@ -30,6 +30,11 @@ Non-standard ops: ops outside the ONNX standard domains' schemas (onnxruntime's 
 contrib ops, and `SimplifiedLayerNormalization`, which onnxruntime registers in the default
 domain), plus every `ai.onnx.ml` op.
 
+Dynamically quantized CNNs (DynamicQuantizeLinear + ConvInteger, where a tiny float difference
+can flip a quantizer's rounding and compound through the layers): onnxedge's predicted class
+agrees with onnxruntime's on 100 of 100 random inputs for both the small and the 10-layer
+Sigmoid/SiLU CNN (`tests/zoo/test_quantized_drift.py` asserts it).
+
 """
 
 
