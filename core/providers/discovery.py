@@ -44,8 +44,22 @@ def _entry_points(group: str) -> list:
     return list(eps.get(group, ()))   # Python 3.8/3.9: dict of group -> tuple
 
 
+# providers whose module needs something this platform lacks: name -> why (no warning for them)
+NOT_HERE: Dict[str, str] = {}
+
+
+def _missing_platform_module(e: BaseException) -> bool:
+    """True when an import failed because a module outside onnxedge is absent here (`ctypes`
+    in Pyodide, `wgpu` on a machine without it): the provider cannot exist on this platform,
+    which is no fault of the plug-in. A missing onnxedge module is a broken build."""
+    name = getattr(e, "name", None) or ""
+    return isinstance(e, ModuleNotFoundError) and name.split(".")[0] not in ("", "onnxedge")
+
+
 def provider_classes() -> Dict[str, Type[ExecutionProvider]]:
-    """Every provider class that can be loaded, by name (available on this machine or not)."""
+    """Every provider class that can be loaded, by name (available on this machine or not).
+    Providers that cannot exist on this platform are left out quietly (`NOT_HERE` says why);
+    a plug-in that fails for another reason is left out with a warning."""
     found: Dict[str, Type[ExecutionProvider]] = {}
     for ep in _entry_points(GROUP):
         if ep.name in found or ep.name == CPUExecutionProvider.name:
@@ -54,8 +68,11 @@ def provider_classes() -> Dict[str, Type[ExecutionProvider]]:
             module, _, attr = ep.value.partition(":")
             cls = getattr(importlib.import_module(module), attr)
         except Exception as e:  # a broken plug-in must not break the runtime
-            warnings.warn("execution provider %s could not be loaded from %s: %s"
-                          % (ep.name, ep.value, e))
+            if _missing_platform_module(e):
+                NOT_HERE[ep.name] = "needs the module %r, which this platform lacks" % e.name
+            else:
+                warnings.warn("execution provider %s could not be loaded from %s: %s"
+                              % (ep.name, ep.value, e))
             continue
         found[ep.name] = cls
     found[CPUExecutionProvider.name] = CPUExecutionProvider

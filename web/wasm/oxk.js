@@ -4,6 +4,11 @@
  * A classic script: it defines globalThis.onnxedgeWasm (Python in Pyodide reaches it as
  * `js.onnxedgeWasm`), a Runtime ready after
  *     await onnxedgeWasm.init({baseURL: "wasm/", threads: 0});
+ * or, with the modules' bytes instead of a URL (what `await onnxedge.web.init()` does from the
+ * files inside the installed wheel; a page, a bare page and a Web Worker alike):
+ *     await onnxedgeWasm.init({modules: {"oxk.wasm": u8, "oxk-mt.wasm": u8}, threads: 2});
+ * Worker threads must report ready within `timeoutMs` (default 10000), else init falls back to
+ * one thread and `note` says why.
  * threads 0 = auto: navigator.hardwareConcurrency when the page is cross-origin isolated (COOP/COEP,
  * so SharedArrayBuffer exists), else 1; a console line says which. Pointers are byte offsets into
  * `memory` (a WebAssembly.Memory that grows: make typed-array views after each allocation, or use
@@ -63,6 +68,24 @@
     return Math.floor((size + p0 + p1 - d * (k - 1) - 1) / s) + 1;
   }
 
+  const WORKER_TIMEOUT_MS = 10000;   // worker threads must be ready by then (else: one thread)
+
+  // A module from the bytes in opts.modules[name] (a Uint8Array, an ArrayBuffer or a compiled
+  // WebAssembly.Module), else fetched from base + name.
+  async function compileModule(opts, base, name) {
+    const given = opts.modules ? opts.modules[name] : undefined;
+    if (given instanceof WebAssembly.Module) return given;
+    if (given) return WebAssembly.compile(given);
+    return compile(base + name);
+  }
+
+  // `promise`, or a rejection with `message` after `ms` milliseconds.
+  function withTimeout(promise, ms, message) {
+    let timer = null;
+    const limit = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(message)), ms); });
+    return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+  }
+
   async function compile(url) {
     const resp = await fetch(url);
     if (!resp.ok) throw new Error("onnxedge wasm: fetching " + url + " failed: HTTP " + resp.status);
@@ -85,9 +108,10 @@
       this._init = null;
     }
 
-    /** Load the module: {baseURL: folder of oxk.wasm/oxk-mt.wasm ("" = the page's), threads: 0 auto}.
-     * Resolves to this runtime; a second call returns the first call's promise (a failed one may be
-     * retried). */
+    /** Load the module: {baseURL: folder of oxk.wasm/oxk-mt.wasm ("" = the page's), modules:
+     * {"oxk.wasm": bytes, "oxk-mt.wasm": bytes} (used instead of fetching), threads: 0 auto,
+     * timeoutMs: worker start-up limit}. Resolves to this runtime; a second call returns the first
+     * call's promise (a failed one may be retried). */
     init(opts) {
       if (!this._init) {
         this._init = this._load(opts || {}).catch((err) => {
@@ -116,8 +140,8 @@
       }
       if (threads > 1) {
         try {
-          await this._loadThreaded(base, threads);
-        } catch (err) {   // e.g. a Content-Security-Policy that forbids blob: workers
+          await this._loadThreaded(opts, base, threads);
+        } catch (err) {   // e.g. a Content-Security-Policy that forbids blob: workers, a timeout
           this.workers.forEach((w) => w.terminate());
           this.workers = [];
           threads = 1;
@@ -125,7 +149,7 @@
         }
       }
       if (threads === 1) {
-        const module = await compile(base + "oxk.wasm");
+        const module = await compileModule(opts, base, "oxk.wasm");
         const instance = await WebAssembly.instantiate(module, {});
         this.exports = instance.exports;
         this.memory = instance.exports.memory;
@@ -135,16 +159,20 @@
       return this;
     }
 
-    async _loadThreaded(base, threads) {
-      const module = await compile(base + "oxk-mt.wasm");
+    async _loadThreaded(opts, base, threads) {
+      const module = await compileModule(opts, base, "oxk-mt.wasm");
       const memory = new WebAssembly.Memory({initial: MT_INITIAL_PAGES, maximum: MT_MAXIMUM_PAGES, shared: true});
       const instance = await WebAssembly.instantiate(module, {env: {memory}});
       this.exports = instance.exports;
       this.memory = memory;
-      await this._startWorkers(module, threads - 1);
+      const ms = opts.timeoutMs > 0 ? Number(opts.timeoutMs) : WORKER_TIMEOUT_MS;
+      const started = this._startWorkers(module, threads - 1, ms);
+      started.catch(() => {});   // after a timeout its late failure is not news
+      await withTimeout(started, ms,
+                        (threads - 1) + " worker thread(s) did not start within " + ms + " ms");
     }
 
-    async _startWorkers(module, count) {
+    async _startWorkers(module, count, ms) {
       const src = "(" + workerMain.toString() + ")()";
       const url = URL.createObjectURL(new Blob([src], {type: "text/javascript"}));
       const ready = [];
@@ -162,8 +190,9 @@
       await Promise.all(ready);
       URL.revokeObjectURL(url);
       // "ready" is posted just before a worker enters oxk_worker_loop: wait until all are inside
-      for (let t = 0; this.exports.oxk_workers_started() < count; t++) {
-        if (t > 5000) throw new Error("onnxedge wasm: workers did not start");
+      const deadline = Date.now() + ms;
+      while (this.exports.oxk_workers_started() < count) {
+        if (Date.now() > deadline) throw new Error("onnxedge wasm: workers did not enter their loop");
         await new Promise((r) => setTimeout(r, 1));
       }
     }

@@ -256,6 +256,8 @@ async def install(power_preference: str = "high-performance", want_f16: bool = F
     options (what `default_device` returns), so sessions created afterwards run on it."""
     dev = await request_device(power_preference, want_f16)
     set_default_device(dev, power_preference, want_f16)
+    from .provider import WebGpuExecutionProvider
+    WebGpuExecutionProvider.refresh()   # an earlier "unavailable" is stale now
     return dev
 
 

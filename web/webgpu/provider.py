@@ -69,18 +69,26 @@ class WebGpuExecutionProvider(ExecutionProvider):
 
     @classmethod
     def is_available(cls) -> bool:
-        """True when a WebGPU adapter is found (wgpu importable natively, or a page device set)."""
+        """True when a WebGPU adapter is found (wgpu importable natively, or a page device set).
+        A "no" is cached until `refresh()`; a device installed since (device_js.install) is
+        always seen."""
         with cls._lock:
-            if cls._available is None:
-                if _device._DEFAULT:
+            if _device._DEFAULT:
+                cls._available = True
+            elif cls._available is None:
+                try:
+                    _device.default_device()
                     cls._available = True
-                else:
-                    try:
-                        _device.default_device()
-                        cls._available = True
-                    except Exception:
-                        cls._available = False
+                except Exception:
+                    cls._available = False
             return cls._available
+
+    @classmethod
+    def refresh(cls) -> None:
+        """Forget the cached availability: the next `is_available()` probes again (what
+        `onnxedge.web.init()` calls once it has started the page's WebGPU device)."""
+        with cls._lock:
+            cls._available = None
 
     # -- capability
     def _reason(self, node: ir.Node, opset: int) -> Optional[str]:
