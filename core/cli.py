@@ -23,7 +23,8 @@ COMMAND_GROUP = "onnxedge.commands"
 _LEVELS = {"disable": 0, "basic": 1, "extended": 2, "all": 99}   # GraphOptimizationLevel values
 
 
-def _parse_providers(text: Optional[str]) -> Optional[List[str]]:
+def parse_providers(text: Optional[str]) -> Optional[List[str]]:
+    """The `--providers` option's comma-separated list (None when not given)."""
     return [p.strip() for p in text.split(",") if p.strip()] if text else None
 
 
@@ -165,7 +166,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     opts.intra_op_num_threads = args.threads
     opts.graph_optimization_level = _LEVELS[args.optimize]
     opts.enable_profiling = True
-    sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
+    sess = InferenceSession(args.model, opts, providers=parse_providers(args.providers))
     feeds = _feeds_for(sess, args)
     sess.run(None, feeds)                      # warm-up, kept out of the table
     for _ in range(max(1, args.repeat)):
@@ -228,7 +229,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = SessionOptions()
     opts.intra_op_num_threads = args.threads
     opts.graph_optimization_level = _LEVELS[args.optimize]
-    sess = InferenceSession(args.model, opts, providers=_parse_providers(args.providers))
+    sess = InferenceSession(args.model, opts, providers=parse_providers(args.providers))
     feeds = _feeds_for(sess, args)
     times = []
     outputs: List[Any] = []
@@ -284,7 +285,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     opts = SessionOptions()
     opts.graph_optimization_level = _LEVELS[args.optimize]
     sess = InferenceSession(args.model, opts, providers=_bridge_providers(
-        _parse_providers(args.providers), parse_dims(args.dim)))
+        parse_providers(args.providers), parse_dims(args.dim)))
     model: ir.Model = sess.model
     meta = sess.get_modelmeta()
     print("model: %s" % args.model)
@@ -312,9 +313,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     n_params = sum(int(v.size) for v in model.graph.initializers.values() if isinstance(v, np.ndarray))
     print("nodes: %d, initializers: %d (%d values)" % (len(model.graph.nodes),
                                                        len(model.graph.initializers), n_params))
-    if len(model.graph.nodes) != sess._loaded_node_count:
+    if len(model.graph.nodes) != sess.loaded_node_count:
         print("  (after the optimizer at level %s; %d nodes in the file, --optimize disable "
-              "shows them)" % (args.optimize, sess._loaded_node_count))
+              "shows them)" % (args.optimize, sess.loaded_node_count))
     print("op histogram:")
     for op, count in hist.most_common():
         print("  %-28s %d" % (op, count))
@@ -391,8 +392,8 @@ def add_optimize_option(p: argparse.ArgumentParser, default: str) -> None:
 
 
 def _plugin_commands() -> list:
-    from .providers.discovery import _entry_points
-    return _entry_points(COMMAND_GROUP)
+    from .providers.discovery import entry_points
+    return entry_points(COMMAND_GROUP)
 
 
 def add_package_target(sub: Any, target: str, help_text: str) -> argparse.ArgumentParser:
@@ -458,9 +459,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--external-data-threshold", type=int, metavar="BYTES",
                    help="store initializers of at least BYTES bytes in OUTPUT.data beside it")
     p.set_defaults(func=cmd_convert)
-
-    from . import serve
-    serve.add_parser(sub)
 
     for ep in _plugin_commands():
         try:

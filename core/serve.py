@@ -870,8 +870,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.addHandler(handler)
         log.propagate = False
     log.setLevel(logging.WARNING if args.quiet else logging.INFO)
-    from .cli import _parse_providers
-    server = make_server(args.model, args.host, args.port, _parse_providers(args.providers),
+    from .cli import parse_providers
+    server = make_server(args.model, args.host, args.port, parse_providers(args.providers),
                          args.max_body_bytes, max_json_bytes=args.max_json_bytes,
                          max_inflight=args.max_inflight, queue_wait=args.queue_wait,
                          header_timeout=args.header_timeout, body_timeout=args.body_timeout,
@@ -881,8 +881,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve_until_signal(server, args.grace_period, log.warning)
 
 
-def add_parser(sub: Any) -> None:
-    """Add the `serve` subcommand to the CLI's subparsers."""
+def register(sub: Any) -> None:
+    """Add the `serve` subcommand to the CLI's subparsers (the `onnxedge.commands` entry point)."""
     p = sub.add_parser("serve", help="serve a model over HTTP (POST /v1/run, GET /healthz, /metadata)")
     p.add_argument("model", help="path to a .onnx or .oxe model")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import checker, dtypes, executor, ir, optimizer_stamp, profiling
+from . import checker, dtypes, executor, facts, ir, optimizer_stamp, profiling
 from .errors import InvalidArgument, InvalidGraph, NoModel, NotImplemented
 from .ortvalue import IOBinding, OrtValue
 from .kernels._util import (MAX_TENSOR_BYTES_KEY, RUN_TIMEOUT_MS_KEY, RunLimits, check_run,
@@ -252,7 +252,8 @@ class InferenceSession:
         outputs = [o.name for o in graph.outputs]
         free = executor.last_uses(graph.nodes, outputs)
         self._ctx = CompileContext(opsets, {i: f for i, f in enumerate(free)}, self._functions,
-                                   self._runner_for_subgraphs._run_child)
+                                   self._runner_for_subgraphs._run_child,
+                                   facts.infer(graph, opsets))
         self._fallback = True
         self.set_providers(providers, provider_options)
         self._inputs = [NodeArg(v.name, v.type) for v in graph.inputs if v.name not in graph.initializers]
@@ -421,6 +422,21 @@ class InferenceSession:
     def model(self) -> ir.Model:
         """The IR of the loaded model."""
         return self._model
+
+    @property
+    def loaded_node_count(self) -> int:
+        """How many nodes the model's main graph had as loaded, before optimization."""
+        return self._loaded_node_count
+
+    @property
+    def providers(self) -> Tuple[ExecutionProvider, ...]:
+        """The provider instances of this session, in priority order (read-only: a tuple)."""
+        return tuple(self._providers)
+
+    @property
+    def plan(self) -> Plan:
+        """The partition plan: the ordered steps and which provider runs each node."""
+        return self._plan
 
     def run(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
             run_options: Optional[RunOptions] = None) -> List[Any]:

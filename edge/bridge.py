@@ -22,13 +22,12 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from onnxedge import ir
+from onnxedge import facts, ir
 from onnxedge.errors import EPFail, InvalidArgument, NoSuchFile
-from onnxedge.optimizer import shapes as shape_inference
 from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
 from onnxedge.providers.base import consecutive_runs as runs  # maximal runs of claimed nodes
 
-Shapes = Dict[str, shape_inference.Info]
+Shapes = Dict[str, facts.Fact]
 Runner = Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
 
 ARTIFACT_JSON = "artifact.json"
@@ -93,10 +92,10 @@ class Artifact(NamedTuple):
 def static_shapes(graph: ir.Graph, feeds_shapes: Optional[Dict[str, Sequence[int]]] = None,
                   opsets: Optional[Dict[str, int]] = None,
                   dims: Optional[Dict[str, int]] = None) -> Shapes:
-    """Element types and shapes of the graph's values (core/optimizer/shapes.py's inference).
+    """Element types and shapes of the graph's values (the core's facts service, onnxedge.facts).
 
     `feeds_shapes` fixes input shapes by input name; `dims` fixes symbolic dims by name (like
-    onnxruntime's free-dimension overrides, e.g. {"batch": 1}). `Info.static()` is the shape as
+    onnxruntime's free-dimension overrides, e.g. {"batch": 1}). `Fact.static()` is the shape as
     ints, None where a dim stays unknown.
     """
     feeds_shapes = feeds_shapes or {}
@@ -121,13 +120,13 @@ def static_shapes(graph: ir.Graph, feeds_shapes: Optional[Dict[str, Sequence[int
             continue
         shape = None if t.shape is None else [dims.get(d, d) if isinstance(d, str) else d
                                               for d in t.shape]
-        info = shape_inference.Info(t.elem_type, shape)
+        info = facts.Fact(t.elem_type, shape)
         if info.static() is not None:
             static_vis.append(ir.ValueInfo(vi.name, ir.TypeInfo.tensor(t.elem_type, shape)))
         else:
             declared[vi.name] = info
     view = ir.Graph(graph.name, graph.nodes, inputs, static_vis, graph.initializers, {})
-    known = shape_inference.infer(view, opsets if opsets is not None else {"": 0})
+    known = facts.infer(view, opsets if opsets is not None else {"": 0})
     for name, info in declared.items():
         if name not in known or (known[name].static() is None and info.shape is not None):
             known[name] = info
@@ -407,11 +406,11 @@ class BridgeProvider(ExecutionProvider):
 
 def provider_of(session: Any, name: str) -> ExecutionProvider:
     """The provider instance named `name` in an InferenceSession (for packaging and reports)."""
-    for p in getattr(session, "_providers", []):
+    for p in session.providers:
         if p.name == name:
             return p
     raise InvalidArgument("the session has no %s (it has %s)"
-                          % (name, [p.name for p in getattr(session, "_providers", [])]))
+                          % (name, [p.name for p in session.providers]))
 
 
 __all__ = ["Artifact", "BridgeProvider", "artifact_key", "provider_of", "runs",

@@ -33,7 +33,8 @@ def canonical_name(name: str) -> str:
     return SHORT_NAMES.get(name.strip().lower(), name.strip())
 
 
-def _entry_points(group: str) -> list:
+def entry_points(group: str) -> list:
+    """The installed entry points of `group` (`onnxedge.providers`, `onnxedge.commands`)."""
     try:
         from importlib import metadata
     except ImportError:  # pragma: no cover - Python < 3.8
@@ -61,7 +62,7 @@ def provider_classes() -> Dict[str, Type[ExecutionProvider]]:
     Providers that cannot exist on this platform are left out quietly (`NOT_HERE` says why);
     a plug-in that fails for another reason is left out with a warning."""
     found: Dict[str, Type[ExecutionProvider]] = {}
-    for ep in _entry_points(GROUP):
+    for ep in entry_points(GROUP):
         if ep.name in found or ep.name == CPUExecutionProvider.name:
             continue
         try:
