@@ -10,7 +10,7 @@ PY38        := $(VENV38)/bin/python
 STAMP       := .make
 PYTEST_ARGS ?=
 
-.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test38 conformance conformance-report demo bench index clean
+.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test-core test38 conformance conformance-report demo bench index clean
 
 help:  ## list the targets
 	@echo "onnxedge — make targets:"
@@ -130,6 +130,20 @@ test: setup  ## run every test: Python 3.11 (all) and Python 3.8 + numpy 1.17 (c
 	$(PY) tests/conformance/cases.py
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 	$(MAKE) --no-print-directory test38
+
+# --- the fast tests: the core and the node suite on CPU, with pip packages only (no `make setup`) ---
+$(STAMP)/venv-core: pyproject.toml
+	@mkdir -p $(STAMP)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "== installing onnxedge and the core's test tools (onnx, onnxruntime, pytest, hypothesis, ml_dtypes) into $(VENV)"
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install --progress-bar off -e '.[test-core]' | grep -v '^Requirement already satisfied' || true
+	$(PY) -c "import onnxedge, onnx, onnxruntime, pytest, hypothesis, ml_dtypes"
+	@touch $@
+
+test-core: $(STAMP)/venv-core  ## the fast tests, no system packages: unit tests of the core + the ONNX node suite on CPU (tests marked needs_setup left out; a few minutes)
+	$(PY) tests/conformance/cases.py
+	$(PY) -m pytest -q -m "not needs_setup" $(PYTEST_ARGS) tests/unit tests/conformance
 
 test38: setup38  ## the core's tests and the conformance suite under Python 3.8 + numpy 1.17.5
 	$(PY38) -m pytest -q $(PYTEST_ARGS) tests/unit tests/conformance

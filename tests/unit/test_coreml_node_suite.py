@@ -8,6 +8,8 @@ import collections
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.needs_setup   # coremltools
+
 pytest.importorskip("coremltools", reason="coremltools (the MIL builder) needs Python >= 3.10")
 
 import coreml_cases as cc  # noqa: E402

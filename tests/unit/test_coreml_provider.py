@@ -13,6 +13,8 @@ from onnxedge.edge.coreml.provider import CoreMLExecutionProvider
 from onnxedge.errors import InvalidArgument
 from onnxedge.providers.base import CompileContext
 
+pytestmark = pytest.mark.needs_setup   # coremltools
+
 HAS_CT = CoreMLExecutionProvider.translator_available()
 
 

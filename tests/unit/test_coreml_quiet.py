@@ -10,6 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+pytestmark = pytest.mark.needs_setup   # coremltools
+
 pytest.importorskip("coremltools")
 
 

@@ -23,6 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 from benchmarks import models as bench  # noqa: E402
 
+pytestmark = pytest.mark.needs_setup   # the Python 3.8 venv and the wasm kernels (`make setup`)
+
 INTERPRETERS = {"py38": os.path.join(ROOT, ".venv38", "bin", "python"),
                 "py311": os.path.join(ROOT, ".venv", "bin", "python")}
 MODELS = ("mlp", "resnet18", "bert_encoder")

@@ -25,6 +25,8 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import models  # noqa: E402
 from wasm_host_kernels import HostKernels  # noqa: E402
 
+pytestmark = pytest.mark.needs_setup   # the host build of the C kernels (edge/kernels/build.py, `make setup`)
+
 RTOL, ATOL = 1e-4, 1e-5
 WASM = "WasmSimdExecutionProvider"
 

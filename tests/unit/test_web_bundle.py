@@ -10,6 +10,8 @@ import zipfile
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.needs_setup   # npm Pyodide (`make setup-browser`) and the wasm kernels
+
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
