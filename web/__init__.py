@@ -8,8 +8,22 @@ In any Pyodide context (a page, a Web Worker, JupyterLite), after `micropip.inst
                                      providers=onnxedge.get_available_providers())
     outputs = await sess.run_async(None, feeds)
 
-See docs/WEB.md.
+`init`, `fetch_bytes` and `refresh_providers` live in onnxedge.web.page_init, imported on first
+use (importing onnxedge.web costs nothing). See docs/WEB.md.
 """
-from .page_init import fetch_bytes, init, refresh_providers
+from __future__ import annotations
 
-__all__ = ["init", "fetch_bytes", "refresh_providers"]
+from typing import Any
+
+_LAZY = ("init", "fetch_bytes", "refresh_providers")
+
+
+def __getattr__(name: str) -> Any:
+    """onnxedge.web.init / fetch_bytes / refresh_providers, from page_init on first use."""
+    if name in _LAZY:
+        from . import page_init
+        return getattr(page_init, name)
+    raise AttributeError("module 'onnxedge.web' has no attribute %r" % name)
+
+
+__all__ = list(_LAZY)

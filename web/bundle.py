@@ -247,6 +247,7 @@ def build_bundle(models: Sequence[str], out: str, config: Optional[str] = None,
         wasm = "WasmSimdExecutionProvider" in order
         extras = ([WEBGPU_PACKAGE] if "WebGpuExecutionProvider" in order else []) + \
             (WASM_MODULES if wasm else [])
+        extras += ["onnxedge.web.page_init"] if extras else []   # onnxedge.web.init()
         if progress:
             progress("[1/4] reduced build of %d model(s)%s" % (len(models), " with %s" % ", ".join(
                      p for p in order if p != "CPUExecutionProvider") if extras else ""))

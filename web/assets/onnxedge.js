@@ -40,8 +40,9 @@ export const env = {
   onprogress: null,
   // the wasm SIMD kernels (web/wasm/oxk.js): numThreads as onnxruntime-web's (0: one per core when
   // the page is cross-origin isolated, else 1); script/baseURL null: from bundle.json;
-  // after the first session that uses them: threads in use and the runtime's note
-  wasm: { numThreads: 0, script: null, baseURL: null, threads: null, note: null },
+  // after the first session that uses them: threads in use and the runtime's note;
+  // timeoutMs: limit on the worker threads' start-up (0: onnxedge.web.init's 10 s)
+  wasm: { numThreads: 0, script: null, baseURL: null, threads: null, note: null, timeoutMs: 0 },
 };
 
 const now = () => performance.now();
@@ -123,6 +124,11 @@ let nextCall = 1;
 globalThis.onnxedgeCalls = calls;   // runtime.py reads each call's arguments from here
 
 function loadScript(url, what = "Pyodide") {
+  if (typeof document === "undefined") {   // a Web Worker: classic workers have importScripts
+    if (typeof importScripts !== "function") return Promise.reject(new Error("cannot load " + what + " from " + url + ": a module worker has no importScripts (load it before onnxedge.js)"));
+    try { importScripts(url); } catch (e) { return Promise.reject(new Error("cannot load " + what + " from " + url + ": " + e.message)); }
+    return Promise.resolve();
+  }
   return new Promise((resolve, reject) => {
     const s = document.createElement("script");
     s.src = url;
@@ -190,15 +196,19 @@ async function resolveEnv() {
 
 let wasmPromise = null;
 
-/** Load web/wasm/oxk.js and initialize its kernels once (env.wasm.numThreads threads). */
+/** Load web/wasm/oxk.js and start its kernels once (env.wasm.numThreads threads) through
+ * Python's `onnxedge.web.init`, the path a bare page, a Web Worker or a notebook takes too. */
 function ensureWasm() {
   if (!wasmPromise) {
     wasmPromise = (async () => {
       if (!globalThis.onnxedgeWasm) await loadScript(env.wasm.script, "the wasm SIMD kernels");
-      const rt = await globalThis.onnxedgeWasm.init({ baseURL: env.wasm.baseURL, threads: env.wasm.numThreads });
-      env.wasm.threads = rt.threads;
-      env.wasm.note = rt.note;
-      return rt;
+      const res = await call("init", { threads: env.wasm.numThreads, baseURL: env.wasm.baseURL,
+                                       timeoutMs: env.wasm.timeoutMs || 0 });
+      const wasm = res.status.wasm || {};
+      if (wasm.error) throw new Error(wasm.error);
+      env.wasm.threads = wasm.threads;
+      env.wasm.note = wasm.note;
+      return globalThis.onnxedgeWasm;
     })();
     wasmPromise.catch(() => { wasmPromise = null; });
   }

@@ -244,12 +244,22 @@ def _run_sync(args):
     return _outputs(sess, fetches, outs, t0, t1, _now())
 
 
+async def _init(args):
+    """onnxedge.web.init for onnxedge.js: start the wasm kernels (oxk.js already loaded by the
+    page; module bytes from the wheel, else from baseURL) on `threads` threads."""
+    from onnxedge.web import page_init
+    timeout = float(args.timeoutMs) / 1000.0 if args.timeoutMs else page_init.WORKER_TIMEOUT_S
+    status = await page_init.init(threads=int(args.threads or 0), wasm_url=args.baseURL or None,
+                                  timeout_s=timeout)
+    return _obj(ok=True, status=_json(status))
+
+
 async def _release(args):
     _SESSIONS.pop(int(args.session), None)
     return _obj(ok=True)
 
 
-_HANDLERS = {"create": _create, "run": _run, "release": _release}
+_HANDLERS = {"create": _create, "run": _run, "release": _release, "init": _init}
 _SYNC_HANDLERS = {"run": _run_sync}
 
 
