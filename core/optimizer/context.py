@@ -6,9 +6,8 @@ from typing import Any, Dict, Iterable, List, Optional, Set
 
 import numpy as np
 
-from .. import ir
+from .. import facts, ir
 from ..executor import node_reads
-from . import shapes
 
 FUSED_DOMAIN = "com.onnxedge"
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -30,7 +29,7 @@ class PassContext:
         self.outputs = {o.name for o in graph.outputs}
         self.fed = {v.name for v in graph.inputs}   # graph inputs, overridable initializers too
         self.removed: Set[int] = set()
-        self._types: Optional[Dict[str, shapes.Info]] = None
+        self._types: Optional[facts.Facts] = None
         self.reindex()
 
     # ------------------------------------------------------------------ index
@@ -105,10 +104,11 @@ class PassContext:
         return float(value.reshape(-1)[0])
 
     @property
-    def types(self) -> Dict[str, "shapes.Info"]:
-        """Static element types and shapes of the graph's values (computed on first use)."""
+    def types(self) -> facts.Facts:
+        """Static element types and shapes of the graph's values (the core's facts service,
+        computed on first use)."""
         if self._types is None:
-            self._types = shapes.infer(self.graph, self.opsets)
+            self._types = facts.infer(self.graph, self.opsets)
         return self._types
 
     def dtype(self, name: str) -> Optional[np.dtype]:

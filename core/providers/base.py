@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional
 
+from .. import facts as _facts
 from .. import ir
 
 
@@ -23,16 +24,20 @@ class CompileContext:
 
     `opsets` maps domain to the model's opset; `free_after[i]` lists the values that may be
     dropped once node i has run (their last use); `functions` holds model-local functions;
-    `run_subgraph(graph, feeds, outer_env)` runs an If/Loop/Scan body on the CPU.
+    `run_subgraph(graph, feeds, outer_env)` runs an If/Loop/Scan body on the CPU; `facts` are
+    the element types and shapes of the graph's values (`onnxedge.facts`, worked out once by the
+    session before partitioning; empty when the caller gave none: every value unknown).
     """
 
     def __init__(self, opsets: Dict[str, int], free_after: Dict[int, List[str]],
                  functions: Optional[Dict[Any, ir.Function]] = None,
-                 run_subgraph: Optional[Callable[..., List[Any]]] = None):
+                 run_subgraph: Optional[Callable[..., List[Any]]] = None,
+                 facts: Optional[_facts.Facts] = None):
         self.opsets = opsets
         self.free_after = free_after
         self.functions = functions or {}
         self.run_subgraph = run_subgraph
+        self.facts = facts if facts is not None else _facts.Facts()
 
     def opset_of(self, node: ir.Node) -> int:
         """The opset the model imports for this node's domain."""

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from onnxedge import dtypes, ir
-from onnxedge.optimizer.shapes import Info
+from onnxedge.facts import Fact as Info
 
 FUSED = "com.onnxedge"
 

@@ -53,7 +53,8 @@ TARGETS: Dict[str, Target] = {
 }
 # what every mobile wheel adds to the runtime profile: the bridge base, its shape inference,
 # and the device-side loader of packages
-SHARED_MODULES = ("onnxedge.edge.bridge", "onnxedge.optimizer.shapes", "onnxedge.edge.mobile.runtime")
+SHARED_MODULES = ("onnxedge.edge.bridge", "onnxedge.facts", "onnxedge.fact_rules",
+                  "onnxedge.edge.mobile.runtime")
 
 
 class PackageResult(NamedTuple):

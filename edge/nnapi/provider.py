@@ -121,7 +121,7 @@ class NnapiExecutionProvider(BridgeProvider):
     # ------------------------------------------------------------------ translation
     def translate(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Artifact:
         """The subgraph as an NNAPI model in one `model.nnapi` file."""
-        from onnxedge.optimizer.shapes import Info
+        from onnxedge.facts import Fact as Info
         translate = importlib.import_module("onnxedge.edge.nnapi.translate")
         declared = {}
         for vi in list(graph.inputs) + list(graph.outputs) + list(graph.value_info.values()):

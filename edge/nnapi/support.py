@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from onnxedge import dtypes, ir
-from onnxedge.optimizer.shapes import Info
+from onnxedge.facts import Fact as Info
 
 from . import codes
 

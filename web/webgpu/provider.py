@@ -18,11 +18,11 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from onnxedge import executor, ir
+from onnxedge.facts import Facts
 from onnxedge.errors import EPFail, InvalidArgument, OnnxEdgeError, RuntimeException
 from onnxedge.providers.base import CompileContext, ExecutionProvider, Step, consecutive_runs
 
 from . import device as _device
-from . import types as _types
 from .ops import OPS
 from .runtime import ConstCache, GpuTensor, Recorder, dead_after, is_gpu
 
@@ -60,7 +60,7 @@ class WebGpuExecutionProvider(ExecutionProvider):
             except Exception as e:
                 raise EPFail("WebGpuExecutionProvider: no WebGPU adapter (%s)" % e) from e
         self.f16 = want_f16 and self._device.info.has_f16
-        self._types = _types.ValueTypes()
+        self._facts = Facts()   # the last graph's (ctx.facts): what the claim checks read
 
     @property
     def device(self) -> _device.Device:
@@ -98,14 +98,14 @@ class WebGpuExecutionProvider(ExecutionProvider):
         if node.subgraphs():
             return "%s has subgraphs" % node.op_type
         if spec.check is not None:
-            why = spec.check(node, self._types, opset)
+            why = spec.check(node, self._facts.dtype, opset)
             if why:
                 return "%s: %s" % (node.op_type, why)
         return None
 
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
         """Runs of consecutive nodes that have kernels for their op, dtypes and attributes."""
-        self._types = _types.infer(graph)
+        self._facts = ctx.facts
         return consecutive_runs(i for i, node in enumerate(graph.nodes)
                                 if self._reason(node, ctx.opset_of(node)) is None)
 
