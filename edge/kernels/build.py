@@ -8,7 +8,7 @@ Targets (default: all whose compiler is installed; `--targets` picks some):
             armv8.2-a+dotprod int8 loop chosen at run time -> edge/neon/lib/aarch64/
   wasm      the wasm32 simd128 modules for the page, no libc (wasm_rt.c is the shim), clang-14 +
             wasm-ld-14 -> web/wasm/lib/oxk.wasm (one thread) and oxk-mt.wasm (shared memory,
-            Web Worker threads); see docs/WASM.md
+            Web Worker threads); see docs/providers/WASM.md
   tools     instruction-counting helpers for benchmarks/neon.py, host .so files in
             edge/kernels/build/tools/: the qemu-user plugin (tools/qemu_insn_count.c) and the
             callgrind marker (tools/callgrind_mark.c, skipped when valgrind's headers are absent)

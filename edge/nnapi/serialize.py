@@ -1,4 +1,5 @@
-"""The `.nnapi` file: a compact little-endian serialization of an NNAPI model (docs/NNAPI.md).
+"""The `.nnapi` file: a compact little-endian serialization of an NNAPI model
+(docs/providers/NNAPI.md).
 
     header      magic b"ONNA", u16 version (1), u16 flags (0), u32 total file length
     operands    u32 count; per operand: i32 type, u32 rank, rank x u32 dims, f32 scale,

@@ -59,7 +59,8 @@ def test_round_trip_exact():
 
 
 def test_header_layout():
-    """magic, u16 version, u16 flags, u32 total length, then u32 operand count (docs/NNAPI.md)."""
+    """magic, u16 version, u16 flags, u32 total length, then u32 operand count
+    (docs/providers/NNAPI.md)."""
     data = serialize.dumps(_small_model())
     assert data[:4] == b"ONNA"
     version, flags, total, n_operands = struct.unpack_from("<HHII", data, 4)

@@ -1,6 +1,6 @@
 """onnxedge.web.wasm: the kernel library of edge/kernels/ built for wasm32 simd128 (lib/oxk.wasm,
 lib/oxk-mt.wasm, by `python edge/kernels/build.py --targets wasm`) and its JS runtime oxk.js
-(globalThis.onnxedgeWasm in the page). See docs/WASM.md."""
+(globalThis.onnxedgeWasm in the page). See docs/providers/WASM.md."""
 from __future__ import annotations
 
 import os

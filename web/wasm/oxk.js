@@ -16,7 +16,7 @@
  * into memory by sgemmPlan()/convPlan()/poolPlan(). Run functions return the C status (0, or
  * OXK_EARG = -1 / OXK_ENOMEM = -2); when threads > 1 the C thread pool splits each kernel across
  * the workers (blocks of C for GEMM, panels/planes for conv and pools) with results bitwise equal
- * to one thread. See docs/WASM.md.
+ * to one thread. See docs/providers/WASM.md.
  */
 (function (global) {
   "use strict";
