@@ -13,7 +13,7 @@ import numpy as np
 from . import ir, profiling
 from .errors import InvalidGraph, NotImplemented, OnnxEdgeError, RuntimeException
 from .kernels import registry
-from .kernels._util import current_limits
+from .budgets import current_limits
 from .kernels.registry import KernelContext
 
 Env = Dict[str, Any]

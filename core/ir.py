@@ -1,7 +1,19 @@
 """The intermediate representation every loader produces and every provider reads.
 
-Plain Python objects: attributes are Python values (int, float, str, lists of them, numpy arrays
-for tensors, `Graph` for subgraphs, `TypeInfo` for type protos); initializers are numpy arrays.
+Plain Python objects; initializers are numpy arrays.
+
+Attributes are typed once, here, and every reader can rely on it (no defensive decoding):
+
+    FLOAT -> float          FLOATS -> list of float       TENSOR  -> numpy array
+    INT   -> int            INTS   -> list of int         TENSORS -> list of numpy arrays
+    STRING -> str           STRINGS -> list of str        GRAPH(S) -> `Graph` (list of them)
+    SPARSE_TENSOR(S) -> `SparseTensor` (list)   TYPE_PROTO(S) -> `TypeInfo` (list)
+    a reference to a caller's attribute (function bodies) -> `AttrRef`
+
+STRING bytes are decoded as UTF-8 with `surrogateescape` (so any byte string round-trips through
+the writers). `Node` and `Function` enforce the rule when they are built (`attribute_value`):
+bytes become str, numpy scalars become int/float, tuples become lists, whoever builds the node
+(a loader, an optimizer pass, a test).
 """
 from __future__ import annotations
 
@@ -100,6 +112,35 @@ class AttrRef:
         return "AttrRef(%r)" % self.ref_attr_name
 
 
+_NOT_PLAIN = (bytes, bytearray, np.generic)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="surrogateescape")
+    if isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_)):
+        return value.item() if value.dtype.kind in "biuf" else value
+    if isinstance(value, np.bytes_):
+        return bytes(value).decode("utf-8", errors="surrogateescape")
+    if isinstance(value, np.str_):
+        return str(value)
+    return value
+
+
+def attribute_value(value: Any) -> Any:
+    """An attribute value in the IR's typed form (see the module docstring): bytes -> str,
+    numpy scalars -> int / float, tuples -> lists, element by element in lists."""
+    if isinstance(value, tuple) or (isinstance(value, list) and value
+                                    and isinstance(value[0], _NOT_PLAIN)):
+        return [_plain(v) for v in value]   # lists are homogeneous: the first element tells
+    return _plain(value)
+
+
+def attribute_values(attributes: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """A new attribute dict with every value in the IR's typed form."""
+    return {k: attribute_value(v) for k, v in (attributes or {}).items()}
+
+
 class Node:
     """One operator application. Missing optional inputs/outputs are empty strings."""
 
@@ -112,7 +153,7 @@ class Node:
         self.domain = "" if domain == "ai.onnx" else domain
         self.inputs = list(inputs)
         self.outputs = list(outputs)
-        self.attributes = dict(attributes or {})
+        self.attributes = attribute_values(attributes)
         self.name = name
         self.doc_string = doc_string
 
@@ -209,7 +250,7 @@ class Function:
                  opset_imports: Dict[str, int], overload: str = ""):
         self.name, self.domain, self.overload = name, domain, overload
         self.inputs, self.outputs = inputs, outputs
-        self.attributes, self.attribute_defaults = attributes, attribute_defaults
+        self.attributes, self.attribute_defaults = attributes, attribute_values(attribute_defaults)
         self.nodes, self.opset_imports = nodes, opset_imports
 
 

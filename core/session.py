@@ -12,8 +12,8 @@ import numpy as np
 from . import checker, dtypes, executor, facts, ir, optimizer_stamp, profiling
 from .errors import InvalidArgument, InvalidGraph, NoModel, NotImplemented
 from .ortvalue import IOBinding, OrtValue
-from .kernels._util import (MAX_TENSOR_BYTES_KEY, RUN_TIMEOUT_MS_KEY, RunLimits, check_run,
-                            default_max_tensor_bytes, use_limits)
+from .budgets import (MAX_TENSOR_BYTES_KEY, RUN_TIMEOUT_MS_KEY, RunLimits, check_run,
+                      default_max_tensor_bytes, use_limits)
 from .partition import Plan, build_plan
 from .providers import discovery
 from .providers.base import CompileContext, ExecutionProvider

@@ -721,7 +721,7 @@ def fused_gemm(A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None,  # 
     HardSigmoid, Elu, Selu, Softsign, Softplus, ThresholdedRelu, ...) whose attributes come from
     activation_alpha / activation_beta / activation_gamma."""
     y = gemm(A, B, C, alpha=alpha, beta=beta, transA=transA, transB=transB)
-    name = activation.decode() if isinstance(activation, bytes) else str(activation)
+    name = str(activation)
     if not name:
         return y
     w = widen(y)

@@ -23,36 +23,12 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import InvalidArgument
-from ._util import auto_pad_mode, check_tensor_bytes, pads_attr, spatial_attr
+from ..geometry import auto_pad_mode, conv_geometry, spatial_attr, transpose_geometry
+from ._util import check_tensor_bytes
 from .registry import register
 
 # Column matrices above this size are built a band of output rows at a time.
 _COLS_BYTES = 2 << 20
-
-
-def conv_geometry(op: str, in_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-                  dilations: Sequence[int], pads: Optional[Sequence[int]], auto_pad: str
-                  ) -> Tuple[List[int], List[int], List[int]]:
-    """(pad begins, pad ends, output sizes) of a convolution, as onnxruntime computes them."""
-    nd = len(in_shape)
-    begins, ends = pads_attr(op, pads, nd)
-    out = []
-    for i in range(nd):
-        ek = (kernel[i] - 1) * dilations[i] + 1
-        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            target = -(-in_shape[i] // strides[i])
-            total = max(0, (target - 1) * strides[i] + ek - in_shape[i])
-            head = total // 2 if auto_pad == "SAME_UPPER" else (total + 1) // 2
-            begins[i], ends[i] = head, total - head
-        elif auto_pad == "VALID":
-            begins[i], ends[i] = 0, 0
-        size = (in_shape[i] + begins[i] + ends[i] - ek) // strides[i] + 1
-        if size < 1:
-            raise InvalidArgument(
-                "%s: spatial axis %d of size %d (pads %d+%d) is smaller than the dilated kernel %d"
-                % (op, i, in_shape[i], begins[i], ends[i], ek))
-        out.append(size)
-    return begins, ends, out
 
 
 def pad_spatial(x: np.ndarray, begins: Sequence[int], ends: Sequence[int],
@@ -560,45 +536,6 @@ def conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: Optional[np.ndarray
     # float64 sums of 8-bit products are exact far beyond any realistic kernel size.
     y = _conv_core(xf, wf, group, st, dl, begins, ends, out)
     return np.rint(y).astype(np.int32)
-
-
-def transpose_geometry(op: str, in_shape: Sequence[int], kernel: Sequence[int],
-                       strides: Sequence[int], dilations: Sequence[int],
-                       pads: Optional[Sequence[int]], auto_pad: str,
-                       output_padding: Sequence[int], output_shape: Optional[Sequence[int]]
-                       ) -> Tuple[List[int], List[int]]:
-    """(pad begins, output sizes) of a transposed convolution, as onnxruntime computes them."""
-    nd = len(in_shape)
-    begins, ends = pads_attr(op, pads, nd)
-    if output_shape is not None and len(output_shape):
-        target = [int(v) for v in output_shape]
-        if len(target) == nd + 2:
-            target = target[2:]
-        if len(target) != nd:
-            raise InvalidArgument("%s: output_shape must have %d spatial values, got %s"
-                                  % (op, nd, list(output_shape)))
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        target = [s * st for s, st in zip(in_shape, strides)]
-    else:
-        target = None
-    out = []
-    for i in range(nd):
-        full = (strides[i] * (in_shape[i] - 1) + output_padding[i]
-                + (kernel[i] - 1) * dilations[i] + 1)
-        if target is not None:
-            total = full - target[i]
-            if auto_pad == "SAME_UPPER":
-                begins[i], ends[i] = total // 2, total - total // 2
-            else:
-                begins[i], ends[i] = total - total // 2, total // 2
-        elif auto_pad == "VALID":
-            begins[i], ends[i] = 0, 0
-        size = full - begins[i] - ends[i]
-        if size < 1:
-            raise InvalidArgument("%s: output spatial axis %d would have size %d (expected >= 1)"
-                                  % (op, i, size))
-        out.append(size)
-    return begins, out
 
 
 def _conv_transpose2d(x: np.ndarray, w: np.ndarray, group: int, strides: List[int],

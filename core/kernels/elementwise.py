@@ -262,7 +262,7 @@ def _shift(x: np.ndarray, y: np.ndarray, left: bool) -> np.ndarray:
 def bit_shift(x: np.ndarray, y: np.ndarray, direction: str = "") -> np.ndarray:
     """ONNX BitShift; a shift >= the bit width (or < 0) gives 0 (-1 for a negative x shifted
     right)."""
-    d = direction.decode() if isinstance(direction, bytes) else str(direction)
+    d = str(direction)
     if d not in ("LEFT", "RIGHT"):
         raise InvalidArgument("BitShift: attribute direction must be 'LEFT' or 'RIGHT', got %r"
                               % (direction,))

@@ -95,7 +95,7 @@ def gemm_1(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0, beta
 def einsum(*xs: np.ndarray, equation: str = "") -> np.ndarray:
     """ONNX Einsum: numpy.einsum on the equation (spaces ignored), the BLAS-backed path for
     several operands."""
-    eq = (equation.decode() if isinstance(equation, bytes) else str(equation)).replace(" ", "")
+    eq = str(equation).replace(" ", "")
     lhs = eq.split("->")[0]
     if not xs or len(lhs.split(",")) != len(xs):
         raise InvalidArgument("Einsum: equation %r names %d operands, got %d inputs"

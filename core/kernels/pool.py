@@ -16,38 +16,9 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import auto_pad_mode, check_tensor_bytes, pads_attr, spatial_attr
+from ..geometry import auto_pad_mode, pads_attr, pool_geometry, spatial_attr
+from ._util import check_tensor_bytes
 from .registry import register
-
-
-def pool_geometry(op: str, in_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-                  dilations: Sequence[int], pads: Optional[Sequence[int]], auto_pad: str,
-                  ceil_mode: int) -> Tuple[List[int], List[int], List[int]]:
-    """(pad begins, pad ends, output sizes) of a pooling window, as onnxruntime computes them."""
-    nd = len(in_shape)
-    begins, ends = pads_attr(op, pads, nd)
-    out = []
-    for i in range(nd):
-        n, k, s, d = in_shape[i], kernel[i], strides[i], dilations[i]
-        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            # onnxruntime sizes SAME padding from the undilated kernel
-            needed = max(0, (-(-n // s) - 1) * s + k - n)
-            head = needed // 2 if auto_pad == "SAME_UPPER" else (needed + 1) // 2
-            begins[i], ends[i] = head, needed - head
-        elif auto_pad == "VALID":
-            begins[i], ends[i] = 0, 0
-        span = n + begins[i] + ends[i] - d * (k - 1) - 1
-        if span < 0:
-            raise InvalidArgument("%s: spatial axis %d of size %d (pads %d+%d) is smaller than "
-                                  "the dilated kernel %d" % (op, i, n, begins[i], ends[i],
-                                                             d * (k - 1) + 1))
-        size = span // s + 1
-        if ceil_mode and auto_pad == "NOTSET":
-            size = -(-span // s) + 1
-            if (size - 1) * s >= n + begins[i]:   # the last window must start inside the input
-                size -= 1
-        out.append(size)
-    return begins, ends, out
 
 
 class _Pool:

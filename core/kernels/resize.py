@@ -15,13 +15,11 @@ from ..errors import InvalidArgument
 from ._util import check_tensor_bytes, norm_axes
 from .registry import register
 
-_CT_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+# the coordinate_transformation_mode and nearest_mode values Resize accepts (providers check
+# against the same lists)
+CT_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
              "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize")
-_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
 
 
 def source_coords(ct_mode: str, out_len: int, in_len: int, scale: float,
@@ -109,7 +107,7 @@ def interpolation_taps(x: np.ndarray, in_len: int, scale: float, mode: str, cubi
     return np.clip(idx, 0, in_len - 1).astype(np.intp), w
 
 
-def axis_source(p: "_Params", in_len: int, out_len: int, scale: float,
+def axis_source(p: "ResizeParams", in_len: int, out_len: int, scale: float,
                 roi: Optional[Tuple[float, float]]
                 ) -> Optional[Tuple[np.ndarray, Optional[np.ndarray]]]:
     """(source coordinate of every output position, mask of those outside the input for
@@ -127,7 +125,7 @@ def axis_source(p: "_Params", in_len: int, out_len: int, scale: float,
     return coords, outside
 
 
-def _resize_axis(x: np.ndarray, axis: int, out_len: int, scale: float, p: "_Params",
+def _resize_axis(x: np.ndarray, axis: int, out_len: int, scale: float, p: "ResizeParams",
                  roi: Optional[Tuple[float, float]]) -> np.ndarray:
     """x resized along one axis."""
     in_len = x.shape[axis]
@@ -156,23 +154,25 @@ def _resize_axis(x: np.ndarray, axis: int, out_len: int, scale: float, p: "_Para
     return y
 
 
-class _Params:
-    """Checked Resize attributes."""
+class ResizeParams:
+    """Checked Resize attributes (mode, coordinate transformation, nearest rounding, cubic
+    coefficient, exclude_outside, extrapolation value, antialias): InvalidArgument naming the
+    attribute when one is out of range. Shared by the CPU kernel and the WebGPU planner."""
 
     def __init__(self, mode: str, ct_mode: str, nearest_mode: str, cubic_a: float,
                  exclude_outside: int, extrapolation: float, antialias: int) -> None:
-        self.mode = _text(mode)
-        self.ct_mode = _text(ct_mode)
-        self.nearest_mode = _text(nearest_mode)
+        self.mode = str(mode)
+        self.ct_mode = str(ct_mode)
+        self.nearest_mode = str(nearest_mode)
         if self.mode not in ("nearest", "linear", "cubic"):
             raise InvalidArgument("Resize: mode must be nearest, linear or cubic, got %r"
                                   % self.mode)
-        if self.ct_mode not in _CT_MODES:
+        if self.ct_mode not in CT_MODES:
             raise InvalidArgument("Resize: coordinate_transformation_mode must be one of %s, "
-                                  "got %r" % (", ".join(_CT_MODES), self.ct_mode))
-        if self.nearest_mode not in _NEAREST_MODES:
+                                  "got %r" % (", ".join(CT_MODES), self.ct_mode))
+        if self.nearest_mode not in NEAREST_MODES:
             raise InvalidArgument("Resize: nearest_mode must be one of %s, got %r"
-                                  % (", ".join(_NEAREST_MODES[:4]), self.nearest_mode))
+                                  % (", ".join(NEAREST_MODES[:4]), self.nearest_mode))
         self.cubic_a = float(cubic_a)
         self.exclude_outside = bool(exclude_outside)
         self.extrapolation = float(extrapolation)
@@ -186,7 +186,7 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32)
 
 
-def _check_budget(X: np.ndarray, out_shape: Sequence[int], p: "_Params") -> None:
+def _check_budget(X: np.ndarray, out_shape: Sequence[int], p: "ResizeParams") -> None:
     """RuntimeException before allocating when the output, or the largest intermediate of the
     axis-by-axis resampling, is over the run's per-tensor budget."""
     dtype = X.dtype if p.mode == "nearest" or X.dtype.kind not in "fiu" \
@@ -197,7 +197,7 @@ def _check_budget(X: np.ndarray, out_shape: Sequence[int], p: "_Params") -> None
         check_tensor_bytes("Resize", widest, dtype, "intermediate result")
 
 
-def _interpolate(X: np.ndarray, out_shape: Sequence[int], scales: Sequence[float], p: _Params,
+def _interpolate(X: np.ndarray, out_shape: Sequence[int], scales: Sequence[float], p: ResizeParams,
                  rois: Sequence[Optional[Tuple[float, float]]]) -> np.ndarray:
     """Resize X to out_shape, axis by axis; `scales` and `rois` are per axis of X."""
     if any(n < 0 for n in out_shape):
@@ -248,7 +248,7 @@ def resize(X: np.ndarray, roi: Optional[np.ndarray] = None, scales: Optional[np.
            nearest_mode: str = "round_prefer_floor") -> np.ndarray:
     """Resize: nearest / linear / cubic resampling to given scales or sizes."""
     op = "Resize"
-    p = _Params(mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
+    p = ResizeParams(mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
                 exclude_outside, extrapolation_value, antialias)
     r = X.ndim
     ax = norm_axes(axes, r, op) if axes is not None and len(axes) else list(range(r))
@@ -277,7 +277,7 @@ def resize(X: np.ndarray, roi: Optional[np.ndarray] = None, scales: Optional[np.
                                   % (op, len(ax), len(sz)))
         if any(s < 0 for s in sz):
             raise InvalidArgument("%s: sizes must be non-negative, got %s" % (op, sz))
-        policy = _text(keep_aspect_ratio_policy)
+        policy = str(keep_aspect_ratio_policy)
         if policy == "stretch":
             for a, s in zip(ax, sz):
                 out_shape[a] = s
@@ -314,12 +314,12 @@ def _legacy(op: str, X: np.ndarray, scales: Any, mode: str) -> np.ndarray:
                               % (op, X.ndim, sc))
     if any(not s > 0 for s in sc):
         raise InvalidArgument("%s: scales must be positive, got %s" % (op, sc))
-    m = _text(mode)
+    m = str(mode)
     if m == "bilinear":
         m = "linear"
     if m not in ("nearest", "linear"):
         raise InvalidArgument("%s: mode must be nearest or linear, got %r" % (op, m))
-    p = _Params(m, "asymmetric", "simple", -0.75, 0, 0.0, 0)
+    p = ResizeParams(m, "asymmetric", "simple", -0.75, 0, 0.0, 0)
     scales32 = [float(np.float32(s)) for s in sc]
     out_shape = [int(np.floor(np.float32(s) * np.float32(n))) for s, n in zip(sc, X.shape)]
     return _interpolate(X, out_shape, scales32, p, [None] * X.ndim)

@@ -148,7 +148,7 @@ def _rank_is(node: ir.Node, c: Ctx, ranks: tuple, what: str = "2-D (NCHW)") -> O
 
 def _activation(node: ir.Node) -> Optional[str]:
     act = node.attributes.get("activation", "")
-    act = act.decode() if isinstance(act, bytes) else str(act)
+    act = str(act)
     if act not in ACTIVATIONS:
         return "fused activation %r has no Core ML op (supported: %s)" % (
             act, ", ".join(a for a in ACTIVATIONS if a))
@@ -157,7 +157,7 @@ def _activation(node: ir.Node) -> Optional[str]:
 
 def _auto_pad(node: ir.Node) -> Optional[str]:
     pad = node.attributes.get("auto_pad", "NOTSET")
-    pad = pad.decode() if isinstance(pad, bytes) else str(pad)
+    pad = str(pad)
     if pad not in ("NOTSET", "VALID", "SAME_UPPER"):
         return "auto_pad=%s is not translated (NOTSET, VALID and SAME_UPPER are)" % pad
     return None
@@ -175,7 +175,7 @@ def _conv_transpose(node: ir.Node, c: Ctx) -> Optional[str]:
     if why:
         return why
     pad = node.attributes.get("auto_pad", "NOTSET")
-    pad = pad.decode() if isinstance(pad, bytes) else str(pad)
+    pad = str(pad)
     if pad not in ("NOTSET", "VALID"):
         return "ConvTranspose auto_pad=%s is not translated (NOTSET and VALID are)" % pad
     if node.attributes.get("output_shape") is not None:
@@ -269,7 +269,7 @@ def _ceil_mode(node: ir.Node, c: Ctx) -> Optional[str]:
 
 
 def _name(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return str(value)
 
 
 def _global_pool(node: ir.Node, c: Ctx) -> Optional[str]:

@@ -58,7 +58,7 @@ def _ct_target(ct: Any, name: str) -> Any:
 
 
 def _name(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return str(value)
 
 
 class _Names:

@@ -15,9 +15,7 @@ import numpy as np
 
 from onnxedge import ir
 from onnxedge.errors import InvalidArgument
-from onnxedge.kernels._util import auto_pad_mode, spatial_attr
-from onnxedge.kernels.conv import conv_geometry
-from onnxedge.kernels.pool import pool_geometry
+from onnxedge.geometry import auto_pad_mode, conv_geometry, pool_geometry, spatial_attr
 
 from .library import BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address
 

@@ -62,7 +62,7 @@ def clip_fuse(lo: Optional[float], hi: Optional[float]) -> Optional[int]:
 def activation_fuse(node: ir.Node) -> Optional[int]:
     """Fuse code of a com.onnxedge fused op's activation ("" -> NONE), None when not one."""
     act = node.attributes.get("activation", "")
-    act = act.decode() if isinstance(act, bytes) else str(act)
+    act = str(act)
     if act == "":
         return codes.FUSED_NONE
     if act == "Relu":
@@ -77,7 +77,7 @@ def conv_pads(node: ir.Node, in_hw: Sequence[int], kernel: Sequence[int], stride
               dilations: Sequence[int]) -> Optional[List[int]]:
     """ONNX pads [top, left, bottom, right] with auto_pad resolved; None for an unknown mode."""
     mode = node.attributes.get("auto_pad", "NOTSET")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    mode = str(mode)
     if mode in ("NOTSET", ""):
         pads = list(node.attributes.get("pads") or [0, 0, 0, 0])
         return [int(p) for p in pads] if len(pads) == 4 else None

@@ -22,7 +22,8 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxedge as oe
 from modelgen import single_node_model
 from onnxedge.errors import InvalidArgument, RuntimeException
-from onnxedge.kernels import _util, registry
+from onnxedge import budgets
+from onnxedge.kernels import registry
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "budget_child.py")
 KEY = "session.max_tensor_bytes"
@@ -112,18 +113,18 @@ def test_default_budget_without_sysconf(monkeypatch):
     """Where the OS does not report its memory (Pyodide), the default is a fixed 1 GiB."""
     def no_sysconf(name):
         raise ValueError("unsupported")
-    monkeypatch.setattr(_util.os, "sysconf", no_sysconf)
-    monkeypatch.setattr(_util, "_DEFAULT_BUDGET", [])
-    assert _util.physical_memory() is None
-    assert _util.default_max_tensor_bytes() == 1 << 30
+    monkeypatch.setattr(budgets.os, "sysconf", no_sysconf)
+    monkeypatch.setattr(budgets, "_DEFAULT_BUDGET", [])
+    assert budgets.physical_memory() is None
+    assert budgets.default_max_tensor_bytes() == 1 << 30
 
 
 def test_element_count_never_wraps():
-    assert _util.element_count([1 << 40, 1 << 40]) == 1 << 80
-    with _util.use_limits(_util.RunLimits(1 << 20)):
+    assert budgets.element_count([1 << 40, 1 << 40]) == 1 << 80
+    with budgets.use_limits(budgets.RunLimits(1 << 20)):
         with pytest.raises(RuntimeException, match="Tile: the output of shape"):
-            _util.check_tensor_bytes("Tile", [1 << 32, 1 << 32], np.float32)
-        assert _util.check_tensor_bytes("Tile", [512, 512], np.float32) == 512 * 512
+            budgets.check_tensor_bytes("Tile", [1 << 32, 1 << 32], np.float32)
+        assert budgets.check_tensor_bytes("Tile", [512, 512], np.float32) == 512 * 512
 
 
 def _other_value_sized_kernels():
@@ -160,10 +161,10 @@ def _other_value_sized_kernels():
 @pytest.mark.parametrize("name,call", _other_value_sized_kernels(),
                          ids=[c[0] for c in _other_value_sized_kernels()])
 def test_value_sized_kernels_check_the_budget(name, call):
-    with _util.use_limits(_util.RunLimits(1 << 20)):
+    with budgets.use_limits(budgets.RunLimits(1 << 20)):
         with pytest.raises(RuntimeException, match=r"^%s: .*more than the limit of 1048576" % name):
             call()
-    assert _util.current_limits() is None     # the block restored the state outside a run
+    assert budgets.current_limits() is None     # the block restored the state outside a run
 
 
 # ---------------------------------------------------------------- constant folding

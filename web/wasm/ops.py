@@ -118,7 +118,7 @@ class ConvOp(Op):
     def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
         ins = list(node.inputs) + [""] * 4
         super().__init__(node, kernels, [ins[0]] + ([ins[3]] if ins[3] else []))
-        from onnxedge.kernels._util import auto_pad_mode, spatial_attr
+        from onnxedge.geometry import auto_pad_mode, spatial_attr
         a = node.attributes
         self.w = np.ascontiguousarray(consts[ins[1]], np.float32)
         self.group = int(a.get("group", 1))
@@ -138,7 +138,7 @@ class ConvOp(Op):
         self.one = self.keep(k.put(np.ones(1, np.float32))) if ins[3] else 0
 
     def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
-        from onnxedge.kernels.conv import conv_geometry
+        from onnxedge.geometry import conv_geometry
         x = shapes[0]
         co, ci, kh, kw = self.w.shape
         if len(x) != 4 or 0 in x or x[1] != ci * self.group or \
@@ -198,8 +198,7 @@ class PoolOp(Op):
             return x[:2] + (1,) * (len(x) - 2), run_global
         if len(x) != 4:
             return None
-        from onnxedge.kernels._util import auto_pad_mode, spatial_attr
-        from onnxedge.kernels.pool import pool_geometry
+        from onnxedge.geometry import auto_pad_mode, pool_geometry, spatial_attr
         op, a = self.node.op_type, self.node.attributes
         kernel = spatial_attr(op, "kernel_shape", a.get("kernel_shape"), 2, 1, 1)
         strides = spatial_attr(op, "strides", a.get("strides"), 2, 1, 1)

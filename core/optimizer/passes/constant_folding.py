@@ -17,9 +17,10 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ... import ir
+from ...budgets import RunLimits, element_count, use_limits
 from ...errors import InvalidArgument
 from ...kernels import registry
-from ...kernels._util import RunLimits, broadcast_shape, element_count, use_limits
+from ...numeric import broadcast_shape
 from ...kernels.registry import KernelContext
 from ..context import PassContext
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from onnxedge.kernels._util import auto_pad_mode, spatial_attr
-from onnxedge.kernels.conv import conv_geometry, transpose_geometry
+from onnxedge.geometry import auto_pad_mode, conv_geometry, spatial_attr, transpose_geometry
 
 from ..runtime import GpuTensor, Recorder, Uniform, grid
 from . import F32, attr, float_inputs, register, tiles

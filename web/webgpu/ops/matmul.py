@@ -33,8 +33,6 @@ TILE = 64
 def activation_of(node: Any) -> Tuple[str, List[float]]:
     """The fused activation name and its two parameters (defaults filled)."""
     name = attr(node, "activation", "") or ""
-    if isinstance(name, bytes):
-        name = name.decode()
     defaults = ACTIVATIONS[name][1]
     given = [float(v) for v in (attr(node, "activation_params", None) or [])]
     params = list(given) + list(defaults[len(given):])
@@ -44,8 +42,6 @@ def activation_of(node: Any) -> Tuple[str, List[float]]:
 def check_activation(node: Any) -> Optional[str]:
     """Reason unless the node's fused activation is one the kernels have."""
     name = attr(node, "activation", "") or ""
-    if isinstance(name, bytes):
-        name = name.decode()
     if name not in ACTIVATIONS:
         return "fused activation %r has no WebGPU kernel" % name
     return None

@@ -203,7 +203,6 @@ _PAD_MODES = {
 
 def _check_pad(node: Any, dtypes: Any, opset: int) -> Optional[str]:
     mode = attr(node, "mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode not in _PAD_MODES:
         return "Pad mode %r (WebGPU has constant, reflect, edge)" % mode
     return _check_data(node, dtypes, opset)
@@ -215,7 +214,6 @@ def run_pad(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     x = ins[0]
     rank = len(x.shape)
     mode = attr(node, "mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     if opset < 11:
         pads, value = [int(p) for p in attr(node, "pads")], float(attr(node, "value", 0.0))
         axes = list(range(rank))

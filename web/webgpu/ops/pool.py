@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from onnxedge.kernels._util import auto_pad_mode, spatial_attr
-from onnxedge.kernels.pool import pool_geometry
+from onnxedge.geometry import auto_pad_mode, pool_geometry, spatial_attr
 
 from ..runtime import Recorder, Uniform, grid
 from . import F32, attr, float_inputs, register

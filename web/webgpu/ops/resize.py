@@ -22,12 +22,8 @@ _NEAREST_TYPES = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32)}
 _MODES_V10 = ("nearest", "linear", "bilinear")
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    mode = _text(attr(node, "mode", "nearest"))
+    mode = str(attr(node, "mode", "nearest"))
     dt = dtypes(node.inputs[0])
     if dt is None:
         return "input %r has an unknown element type" % node.inputs[0]
@@ -43,13 +39,13 @@ def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
         return None
     if mode not in ("nearest", "linear", "cubic"):
         return "mode %r (expected nearest, linear or cubic)" % mode
-    ct = _text(attr(node, "coordinate_transformation_mode", "half_pixel"))
-    if ct not in cpu._CT_MODES:
+    ct = str(attr(node, "coordinate_transformation_mode", "half_pixel"))
+    if ct not in cpu.CT_MODES:
         return "coordinate_transformation_mode %r" % ct
-    nm = _text(attr(node, "nearest_mode", "round_prefer_floor"))
-    if nm not in cpu._NEAREST_MODES[:4]:
+    nm = str(attr(node, "nearest_mode", "round_prefer_floor"))
+    if nm not in cpu.NEAREST_MODES[:4]:
         return "nearest_mode %r" % nm
-    policy = _text(attr(node, "keep_aspect_ratio_policy", "stretch"))
+    policy = str(attr(node, "keep_aspect_ratio_policy", "stretch"))
     if policy not in ("stretch", "not_larger", "not_smaller"):
         return "keep_aspect_ratio_policy %r" % policy
     return None
@@ -79,7 +75,7 @@ def plan_shape(node: Any, shape: Sequence[int], scales: Optional[List[float]],
         return out, full
     if len(sizes) != len(axes) or any(s < 0 for s in sizes):
         raise ValueError("Resize sizes %s: expected %d non-negative values" % (sizes, len(axes)))
-    policy = _text(attr(node, "keep_aspect_ratio_policy", "stretch"))
+    policy = str(attr(node, "keep_aspect_ratio_policy", "stretch"))
     if policy == "stretch":
         for a, s in zip(axes, sizes):
             out[a] = s
@@ -115,11 +111,11 @@ def axis_taps(p: Any, in_len: int, out_len: int, scale: float,
 
 
 def _params(node: Any, opset: int) -> Any:
-    mode = _text(attr(node, "mode", "nearest"))
+    mode = str(attr(node, "mode", "nearest"))
     if node.op_type == "Upsample" or opset < 11:
-        return cpu._Params("linear" if mode == "bilinear" else mode, "asymmetric", "simple",
+        return cpu.ResizeParams("linear" if mode == "bilinear" else mode, "asymmetric", "simple",
                            -0.75, 0, 0.0, 0)
-    return cpu._Params(mode, attr(node, "coordinate_transformation_mode", "half_pixel"),
+    return cpu.ResizeParams(mode, attr(node, "coordinate_transformation_mode", "half_pixel"),
                        attr(node, "nearest_mode", "round_prefer_floor"),
                        attr(node, "cubic_coeff_a", -0.75), attr(node, "exclude_outside", 0),
                        attr(node, "extrapolation_value", 0.0), attr(node, "antialias", 0))
