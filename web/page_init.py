@@ -79,6 +79,9 @@ def refresh_providers() -> List[str]:
     """Ask every provider class with a `refresh()` to forget cached availability; the names of
     the providers available now (get_available_providers)."""
     from onnxedge.providers import discovery
+    clear = getattr(discovery, "clear_cache", None)
+    if callable(clear):
+        clear()   # a wheel installed since is seen
     for cls in discovery.provider_classes().values():
         refresh = getattr(cls, "refresh", None)
         if callable(refresh):

@@ -7,8 +7,10 @@ imports them; a reduced build drops a provider by leaving its entry point out.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import warnings
-from typing import Dict, List, Type
+from typing import Any, Dict, List, Type
 
 from ..errors import EPFail
 from .base import ExecutionProvider
@@ -33,16 +35,48 @@ def canonical_name(name: str) -> str:
     return SHORT_NAMES.get(name.strip().lower(), name.strip())
 
 
+# entry points read once per state of sys.path: a scan reads every installed distribution's
+# metadata (about 35 ms in Pyodide), and a session asks several times
+_SCANNED: Dict[Any, Dict[str, list]] = {}
+
+
+def _path_state() -> tuple:
+    """sys.path with each folder's mtime (a new install changes its folder's mtime)."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            state.append((entry, None))
+    return tuple(state)
+
+
 def entry_points(group: str) -> list:
-    """The installed entry points of `group` (`onnxedge.providers`, `onnxedge.commands`)."""
-    try:
-        from importlib import metadata
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return []
-    eps = metadata.entry_points()
-    if hasattr(eps, "select"):
-        return list(eps.select(group=group))
-    return list(eps.get(group, ()))   # Python 3.8/3.9: dict of group -> tuple
+    """The installed entry points of `group` (`onnxedge.providers`, `onnxedge.commands`), read
+    again only when sys.path or one of its folders changed."""
+    key = _path_state()
+    groups = _SCANNED.get(key)
+    if groups is None:
+        groups = {}
+        try:
+            from importlib import metadata
+        except ImportError:  # pragma: no cover - Python < 3.8
+            return []
+        eps = metadata.entry_points()
+        if hasattr(eps, "select"):   # Python 3.10+: every entry point
+            found = [ep for g in sorted(eps.groups) for ep in eps.select(group=g)]
+        else:   # Python 3.8/3.9: dict of group -> tuple
+            found = [ep for group_eps in eps.values() for ep in group_eps]
+        for ep in found:
+            groups.setdefault(ep.group, []).append(ep)
+        _SCANNED.clear()
+        _SCANNED[key] = groups
+    return list(groups.get(group, ()))
+
+
+def clear_cache() -> None:
+    """Forget the entry points read so far (the next lookup scans the installed packages)."""
+    _SCANNED.clear()
 
 
 # providers whose module needs something this platform lacks: name -> why (no warning for them)
