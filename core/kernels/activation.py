@@ -7,13 +7,13 @@ flattens the input to 2-D at `axis`; from 13 it works along `axis` alone.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional
 
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import erf, norm_axis, widen
+from ..fused_ops import gelu as gelu_math
+from ._util import norm_axis, widen
 from .registry import add, register
 
 
@@ -101,25 +101,7 @@ def _thresholded_relu(x: np.ndarray, alpha: float) -> np.ndarray:
     return np.where(x > alpha, x, x.dtype.type(0))
 
 
-def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
-    mode = approximate.decode() if isinstance(approximate, bytes) else str(approximate)
-    if mode == "none":
-        r = x * (1.0 / math.sqrt(2.0))
-        r = erf(r)
-    elif mode == "tanh":
-        r = x * x
-        r *= 0.044715
-        r += 1
-        r *= x
-        r *= math.sqrt(2.0 / math.pi)
-        np.tanh(r, out=r)
-    else:
-        raise InvalidArgument("Gelu: attribute approximate must be 'none' or 'tanh', got %r"
-                              % (approximate,))
-    r += 1
-    r *= x
-    r *= 0.5
-    return r
+_gelu = gelu_math   # the one Gelu formula (fused_ops.gelu), shared with com.onnxedge Gelu
 
 
 _SELU_ALPHA = 1.67326319217681884765625

@@ -24,7 +24,7 @@ from ..errors import InvalidArgument, NotImplemented
 from ._util import pick_outputs, widen
 from .activation import (_celu, _elu, _gelu, _selu, _softplus, _softsign,
                          _thresholded_relu)
-from .conv import _activation
+from ..fused_ops import apply_activation
 from .linalg import gemm, matmul
 from .normalization import layer_norm
 from .registry import register
@@ -685,11 +685,12 @@ def _fused_activation(y: np.ndarray, name: str, alpha: Optional[float], beta: Op
         return default if alpha is None else float(alpha)
 
     if name in ("Relu", "Tanh", "Sigmoid"):
-        return _activation("FusedGemm", y, name, None)
+        return apply_activation(name, y, None, "FusedGemm")
     if name == "LeakyRelu":
-        return _activation("FusedGemm", y, name, [a(0.01)])
+        return apply_activation(name, y, [a(0.01)], "FusedGemm")
     if name == "HardSigmoid":
-        return _activation("FusedGemm", y, name, [a(0.2), 0.5 if beta is None else float(beta)])
+        return apply_activation(name, y, [a(0.2), 0.5 if beta is None else float(beta)],
+                                "FusedGemm")
     if name == "Elu":
         return _elu(y, a(1.0))
     if name == "Selu":

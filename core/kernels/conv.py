@@ -1,4 +1,4 @@
-"""Convolutions: Conv, ConvTranspose, ConvInteger, DeformConv and onnxruntime's FusedConv.
+"""Convolutions: Conv, ConvTranspose, ConvInteger, DeformConv (FusedConv: see fused.py).
 
 Conv is im2col through a strided view and one BLAS matmul per group (large column matrices a band
 of output rows at a time, so they stay in cache). Fast paths: 3x3 stride-1 convolutions use
@@ -451,57 +451,6 @@ def conv(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, auto_pad:
     y = _conv_core(X.astype(dt, copy=False), W.astype(dt, copy=False), group, st, dl,
                    begins, ends, out, bias)
     return y.astype(X.dtype, copy=False)
-
-
-def _activation(op: str, y: np.ndarray, name: str, params: Optional[List[float]]) -> np.ndarray:
-    """Apply a FusedConv activation to y in place."""
-    p = [float(v) for v in (params or [])]
-    t = y.dtype.type
-    if name == "Relu":
-        np.maximum(y, t(0), out=y)
-    elif name == "Tanh":
-        np.tanh(y, out=y)
-    elif name == "Sigmoid":
-        np.negative(y, out=y)
-        np.exp(y, out=y)
-        y += t(1)
-        np.reciprocal(y, out=y)
-    elif name == "LeakyRelu":
-        alpha = t(p[0] if p else 0.01)
-        np.copyto(y, y * alpha, where=y < 0)
-    elif name == "Clip":
-        lo = p[0] if len(p) > 0 else -np.inf
-        hi = p[1] if len(p) > 1 else np.inf
-        np.clip(y, t(lo), t(hi), out=y)
-    elif name == "HardSigmoid":
-        alpha = p[0] if len(p) > 0 else 0.2
-        beta = p[1] if len(p) > 1 else 0.5
-        y *= t(alpha)
-        y += t(beta)
-        np.clip(y, t(0), t(1), out=y)
-    elif name:
-        raise InvalidArgument("%s: activation must be Relu, Tanh, Sigmoid, LeakyRelu, Clip or "
-                              "HardSigmoid, got %r" % (op, name))
-    return y
-
-
-@register("FusedConv", domain="com.microsoft", since=1)
-def fused_conv(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
-               Z: Optional[np.ndarray] = None, activation: str = "",
-               activation_params: Optional[List[float]] = None, auto_pad: str = "NOTSET",
-               dilations: Optional[List[int]] = None, group: int = 1,
-               kernel_shape: Optional[List[int]] = None, pads: Optional[List[int]] = None,
-               strides: Optional[List[int]] = None) -> np.ndarray:
-    """FusedConv (onnxruntime contrib op): activation(Conv(X, W, B) + Z)."""
-    y = conv(X, W, B, auto_pad=auto_pad, dilations=dilations, group=group,
-             kernel_shape=kernel_shape, pads=pads, strides=strides)
-    if Z is not None:
-        if Z.shape != y.shape:
-            raise InvalidArgument("FusedConv: Z must have the output's shape %s, got %s"
-                                  % (y.shape, Z.shape))
-        y += Z.astype(y.dtype, copy=False)
-    name = activation.decode() if isinstance(activation, bytes) else str(activation)
-    return _activation("FusedConv", y, name, activation_params)
 
 
 def _zero_point(op: str, zp: Optional[np.ndarray], name: str, channels: int,

@@ -1,8 +1,9 @@
 """Kernels of the fused ops the optimizer makes, in the domain `com.onnxedge` (opset 1).
 
-Each docstring is the op's specification (inputs, attributes, semantics), for providers that
-implement the same ops elsewhere (WebGPU, NEON). All compute in the input's float type
-(float32 or float64; float16 is computed in float32 and rounded back).
+The contract (domain, op names, activations and their defaults, FusedConv's Z rule) is
+`onnxedge.fused_ops`; each docstring here is the op's specification for providers that
+implement the same ops elsewhere (WebGPU, NEON, wasm, the bridges). All compute in the input's
+float type (float32 or float64; float16 is computed in float32 and rounded back).
 """
 from __future__ import annotations
 
@@ -10,34 +11,22 @@ from typing import Any, List, Optional
 
 import numpy as np
 
+from .. import fused_ops
 from ..errors import InvalidArgument
+from ..fused_ops import DOMAIN, MS_DOMAIN, apply_activation
 from ._util import widen
-from .activation import _gelu
-from .conv import _activation, conv
+from .conv import conv
 from .linalg import gemm, matmul
 from .normalization import layer_norm
 from .registry import register
 
-DOMAIN = "com.onnxedge"
-
-
-def _name(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 def _activate(op: str, y: np.ndarray, activation: Any, params: Optional[List[float]]) -> np.ndarray:
     """y with the activation applied (in place on a private result)."""
-    name = _name(activation)
-    if not name:
-        return y
-    if not y.flags.writeable:
-        y = y.copy()
-    if name != "Sigmoid":
-        return _activation(op, y, name, params)
-    with np.errstate(over="ignore"):   # exp(-y) overflows to inf for very negative y: 1/inf = 0
-        return _activation(op, y, name, params)
+    return apply_activation(activation, y, params, op)
 
 
+@register("FusedConv", domain=MS_DOMAIN, since=1)
 @register("FusedConv", domain=DOMAIN, since=1)
 def fused_conv(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
                Z: Optional[np.ndarray] = None, activation: str = "",
@@ -51,15 +40,16 @@ def fused_conv(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
     Conv's; the optional Z is added to the convolution as ai.onnx Add would (numpy broadcasting;
     in practice Z has the output's shape: a residual shortcut). `activation` is one of "" (none),
     Relu, Tanh, Sigmoid, LeakyRelu (params [alpha]), Clip (params [min, max]) and HardSigmoid
-    (params [alpha, beta]), as com.microsoft FusedConv.
+    (params [alpha, beta]); defaults in `fused_ops.Activation`. The same kernel serves
+    com.microsoft FusedConv (onnxruntime's contrib op, which asks Z to have the output's shape).
     """
     y = conv(X, W, B, auto_pad=auto_pad, dilations=dilations, group=group,
              kernel_shape=kernel_shape, pads=pads, strides=strides)
     if Z is not None:
         if Z.shape == y.shape and y.flags.writeable:
-            y += Z
+            y += Z.astype(y.dtype, copy=False)
         else:
-            y = np.add(y, Z)
+            y = np.add(y, Z).astype(y.dtype, copy=False)
     return _activate("FusedConv", y, activation, activation_params)
 
 
@@ -118,7 +108,7 @@ def gelu(X: np.ndarray, approximate: str = "none") -> np.ndarray:
     approximate="none": X * 0.5 * (1 + erf(X / sqrt 2)); "tanh":
     X * 0.5 * (1 + tanh(sqrt(2 / pi) * (X + 0.044715 * X^3))).
     """
-    r = _gelu(widen(X), approximate)
+    r = fused_ops.gelu(widen(X), approximate)
     return r if r.dtype == X.dtype else r.astype(X.dtype)
 
 

@@ -230,7 +230,7 @@ OP_MODULES = {
     ('com.microsoft', 'DynamicQuantizeMatMul'): ['contrib_quant'],
     ('com.microsoft', 'EmbedLayerNormalization'): ['contrib_transformer'],
     ('com.microsoft', 'FastGelu'): ['contrib_transformer'],
-    ('com.microsoft', 'FusedConv'): ['conv'],
+    ('com.microsoft', 'FusedConv'): ['fused'],
     ('com.microsoft', 'FusedGemm'): ['contrib_transformer'],
     ('com.microsoft', 'FusedMatMul'): ['contrib_transformer'],
     ('com.microsoft', 'GatherBlockQuantized'): ['contrib_quant'],

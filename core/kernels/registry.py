@@ -148,6 +148,12 @@ def resolve(domain: str, op_type: str, opset: int) -> KernelSpec:
     return spec
 
 
+def specs_of(domain: str, op_type: str) -> List[KernelSpec]:
+    """Every registration of (domain, op_type) imported so far, newest opset first."""
+    with _LOCK:
+        return list(_REGISTRY.get((_norm_domain(domain), op_type), ()))
+
+
 def registered_ops() -> List[Tuple[str, str]]:
     """Every (domain, op_type) the index knows, whether imported yet or not."""
     keys = set(_index()) | set(_REGISTRY)

@@ -6,10 +6,10 @@ from typing import Any, Dict, Iterable, List, Optional, Set
 
 import numpy as np
 
-from .. import facts, ir
+from .. import facts, fused_ops, ir
 from ..executor import node_reads
 
-FUSED_DOMAIN = "com.onnxedge"
+FUSED_DOMAIN = fused_ops.DOMAIN
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 

@@ -1,11 +1,26 @@
 """The numpy CPU execution provider: runs every node that has a registered kernel."""
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from .. import executor, ir
 from ..kernels import registry
 from .base import CompileContext, ExecutionProvider, Step
+
+if TYPE_CHECKING:
+    from .support import SupportTable
+
+
+def support_table() -> "SupportTable":
+    """The CPU provider's op-support records: every registered kernel, with its opset range
+    (importing every kernel module; for docs/OPERATORS.md, not for running a graph)."""
+    from .support import OpSupport, SupportTable
+    registry.import_all()
+    table = SupportTable("CPUExecutionProvider")
+    for domain, op in registry.registered_ops():
+        for spec in registry.specs_of(domain, op):
+            table.add(OpSupport(spec.domain, spec.op_type, spec.since, spec.until, None, spec.fn))
+    return table
 
 
 class CPUExecutionProvider(ExecutionProvider):
@@ -38,4 +53,4 @@ class CPUExecutionProvider(ExecutionProvider):
         return Step(self.name, list(node_indices), run)
 
 
-__all__ = ["CPUExecutionProvider"]
+__all__ = ["CPUExecutionProvider", "support_table"]

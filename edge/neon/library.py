@@ -15,13 +15,14 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from onnxedge import fused_ops
 from onnxedge.errors import Fail, InvalidArgument
 
 LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
 LIB_NAME = "libonnxedge_kernels"
 
 # Epilogue activations (oxk.h OXK_ACT_*), bias placement and convolution paths.
-ACT = {"": 0, "Relu": 1, "Clip": 2, "Sigmoid": 3, "GeluTanh": 4, "LeakyRelu": 5, "Tanh": 6}
+ACT = dict(fused_ops.C_CODES)   # name -> OXK_ACT_* code (fused_ops.Activation)
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
 CONV_PATHS = {"auto": 0, "im2col": 1, "direct3x3": 2, "depthwise": 3}
 
@@ -383,12 +384,7 @@ def _i8(name: str, a: np.ndarray) -> np.ndarray:
 def _act_params(act: str, params: Sequence[float]) -> Tuple[float, float]:
     if act not in ACT:
         raise InvalidArgument("activation %r is not one of %s" % (act, sorted(a for a in ACT if a)))
-    p = [float(v) for v in params]
-    if act == "Clip":
-        return (p[0] if p else float("-inf")), (p[1] if len(p) > 1 else float("inf"))
-    if act == "LeakyRelu":
-        return (p[0] if p else 0.01), 0.0
-    return 0.0, 0.0
+    return fused_ops.epilogue_params(act, params)
 
 
 _LOADED: Dict[str, KernelLibrary] = {}

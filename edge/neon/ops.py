@@ -1,6 +1,7 @@
 """Per-op support checks and compiled callables of the NEON provider.
 
-Each supported (domain, op) has a `check(node, type_of) -> reason or None` and a
+`TABLE` holds one `OpSupport` record per supported (domain, op): `check(node, facts) -> reason
+or None` (facts: `onnxedge.providers.support.Facts`, the graph's declared types) and the build
 `build(node, lib, consts) -> run(env) -> outputs or None`. `consts` maps the names of
 initializers that no feed can override to their arrays, so weights are packed once here.
 A run returning None asks the provider to run the node with the CPU kernel instead (an input
@@ -13,53 +14,49 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import ir
+from onnxedge import fused_ops, ir
 from onnxedge.errors import InvalidArgument
+from onnxedge.fused_ops import DOMAIN as FUSED, MS_DOMAIN
 from onnxedge.geometry import auto_pad_mode, conv_geometry, pool_geometry, spatial_attr
+from onnxedge.providers.support import Facts, OpSupport, SupportTable
 
 from .library import BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address
 
 FLOAT, UINT8, INT8 = 1, 2, 3
-TypeOf = Callable[[str], Optional[ir.TypeInfo]]
 Run = Callable[[Dict[str, Any]], Optional[List[np.ndarray]]]
 # FusedConv/FusedGemm/FusedMatMul activations the C epilogue has (HardSigmoid it has not).
-FUSED_ACTS = ("", "Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh")
+FUSED_ACTS = fused_ops.C_EPILOGUE
 F32 = np.dtype(np.float32)
 MAX_PLANS = 32   # compiled plans kept per node (one per input shape seen)
 _char_from_buffer = ctypes.c_char.from_buffer
 _addressof = ctypes.addressof
 
 
-def _s(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def _elem(type_of: TypeOf, name: str) -> Tuple[int, Optional[int]]:
+def _elem(facts: Facts, name: str) -> Tuple[int, Optional[int]]:
     """(element type or 0, rank or None) of a value as far as the graph declares it."""
-    t = type_of(name) if name else None
-    if t is None or t.kind != "tensor":
+    if not name:
         return 0, None
-    return t.elem_type, (None if t.shape is None else len(t.shape))
+    return facts.elem_type(name), facts.rank(name)
 
 
-def _need_float(node: ir.Node, type_of: TypeOf, names: Sequence[str]) -> Optional[str]:
+def _need_float(node: ir.Node, facts: Facts, names: Sequence[str]) -> Optional[str]:
     for n in names:
-        et, _ = _elem(type_of, n)
+        et, _ = _elem(facts, n)
         if et not in (0, FLOAT):
             return "input %r is not float32 (ONNX element type %d); NEON kernels are float32" % (n, et)
     return None
 
 
-def _need_rank(type_of: TypeOf, name: str, ok: Sequence[int], what: str) -> Optional[str]:
-    _, rank = _elem(type_of, name)
+def _need_rank(facts: Facts, name: str, ok: Sequence[int], what: str) -> Optional[str]:
+    _, rank = _elem(facts, name)
     if rank is not None and rank not in ok:
         return "input %r has rank %d; NEON runs %s" % (name, rank, what)
     return None
 
 
 def _act(node: ir.Node) -> Tuple[str, List[float]]:
-    a = node.attributes
-    return _s(a.get("activation", "")), [float(p) for p in (a.get("activation_params") or [])]
+    return fused_ops.activation_name(node), \
+        [float(p) for p in (node.attributes.get("activation_params") or [])]
 
 
 def _is_f32(*xs: Optional[np.ndarray]) -> bool:
@@ -68,7 +65,7 @@ def _is_f32(*xs: Optional[np.ndarray]) -> bool:
 
 # ------------------------------------------------------------------------------------ Conv
 
-def check_conv(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+def check_conv(node: ir.Node, facts: Facts) -> Optional[str]:
     """Conv / FusedConv: 2-D, float32; FusedConv's activation must be one the epilogue has."""
     if node.op_type == "FusedConv":
         act, _ = _act(node)
@@ -79,9 +76,9 @@ def check_conv(node: ir.Node, type_of: TypeOf) -> Optional[str]:
     ks = node.attributes.get("kernel_shape")
     if ks is not None and len(ks) != 2:
         return "kernel_shape %s is not 2-D; NEON runs 2-D convolutions" % (list(ks),)
-    return _need_float(node, type_of, node.inputs[:3]) or \
-        _need_rank(type_of, node.inputs[0], (4,), "NCHW 2-D convolutions") or \
-        _need_rank(type_of, node.inputs[1], (4,), "2-D convolutions")
+    return _need_float(node, facts, node.inputs[:3]) or \
+        _need_rank(facts, node.inputs[0], (4,), "NCHW 2-D convolutions") or \
+        _need_rank(facts, node.inputs[1], (4,), "2-D convolutions")
 
 
 def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
@@ -180,15 +177,15 @@ def _planned(slow: Run, xn: str, rank: int, plan_for: Callable[[Tuple[int, ...]]
 
 # ------------------------------------------------------------------------------ Gemm/MatMul
 
-def check_gemm(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+def check_gemm(node: ir.Node, facts: Facts) -> Optional[str]:
     """Gemm / FusedGemm: float32 2-D operands."""
     if node.op_type == "FusedGemm":
         act, _ = _act(node)
         if act not in FUSED_ACTS:
             return "activation %r has no NEON epilogue" % act
-    return _need_float(node, type_of, node.inputs[:3]) or \
-        _need_rank(type_of, node.inputs[0], (2,), "2-D Gemm") or \
-        _need_rank(type_of, node.inputs[1], (2,), "2-D Gemm")
+    return _need_float(node, facts, node.inputs[:3]) or \
+        _need_rank(facts, node.inputs[0], (2,), "2-D Gemm") or \
+        _need_rank(facts, node.inputs[1], (2,), "2-D Gemm")
 
 
 def _bias_for(c: Optional[np.ndarray], beta: float, M: int, N: int
@@ -293,14 +290,14 @@ def _planned_gemm(slow: Run, an: str, plan: Plan, ta: bool, K: int, N: int, rank
     return run
 
 
-def check_matmul(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+def check_matmul(node: ir.Node, facts: Facts) -> Optional[str]:
     """MatMul / FusedMatMul: float32, B of rank >= 2."""
     if node.op_type == "FusedMatMul":
         act, _ = _act(node)
         if act not in FUSED_ACTS:
             return "activation %r has no NEON epilogue" % act
-    return _need_float(node, type_of, node.inputs[:3]) or \
-        _need_rank(type_of, node.inputs[1], range(2, 64), "MatMul with a B of rank >= 2")
+    return _need_float(node, facts, node.inputs[:3]) or \
+        _need_rank(facts, node.inputs[1], range(2, 64), "MatMul with a B of rank >= 2")
 
 
 def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
@@ -354,7 +351,7 @@ def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray
 
 # ------------------------------------------------------------------------------------ pools
 
-def check_pool(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+def check_pool(node: ir.Node, facts: Facts) -> Optional[str]:
     """MaxPool / AveragePool (2-D, one output) and the global pools, float32."""
     if node.op_type == "MaxPool" and len(node.outputs) > 1 and node.outputs[1]:
         return "MaxPool's Indices output is not produced by the NEON kernel"
@@ -362,10 +359,10 @@ def check_pool(node: ir.Node, type_of: TypeOf) -> Optional[str]:
         ks = node.attributes.get("kernel_shape") or []
         if len(ks) != 2:
             return "kernel_shape %s is not 2-D; NEON runs 2-D pooling" % (list(ks),)
-        bad = _need_rank(type_of, node.inputs[0], (4,), "NCHW 2-D pooling")
+        bad = _need_rank(facts, node.inputs[0], (4,), "NCHW 2-D pooling")
     else:
-        bad = _need_rank(type_of, node.inputs[0], range(3, 64), "inputs of rank >= 3")
-    return _need_float(node, type_of, node.inputs[:1]) or bad
+        bad = _need_rank(facts, node.inputs[0], range(3, 64), "inputs of rank >= 3")
+    return _need_float(node, facts, node.inputs[:1]) or bad
 
 
 def build_pool(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
@@ -427,14 +424,14 @@ def build_pool(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
 
 # ------------------------------------------------------------------------------------- int8
 
-def check_qmatmul(node: ir.Node, type_of: TypeOf) -> Optional[str]:
+def check_qmatmul(node: ir.Node, facts: Facts) -> Optional[str]:
     """MatMulInteger / QLinearMatMul: int8/uint8 A and a 2-D B."""
     a_i, b_i = (0, 1) if node.op_type == "MatMulInteger" else (0, 3)
     for n in (node.inputs[a_i], node.inputs[b_i]):
-        et, _ = _elem(type_of, n)
+        et, _ = _elem(facts, n)
         if et not in (0, UINT8, INT8):
             return "input %r is not int8/uint8 (element type %d)" % (n, et)
-    return _need_rank(type_of, node.inputs[b_i], (2,), "int8 GEMM with a 2-D B")
+    return _need_rank(facts, node.inputs[b_i], (2,), "int8 GEMM with a 2-D B")
 
 
 def _zero(env: Dict[str, Any], name: str) -> np.ndarray:
@@ -478,18 +475,26 @@ def build_qmatmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarra
     return run
 
 
+TABLE = SupportTable("NeonExecutionProvider", [
+    OpSupport("", "Conv", check=check_conv, build=build_conv),
+    OpSupport(MS_DOMAIN, fused_ops.FUSED_CONV, check=check_conv, build=build_conv),
+    OpSupport(FUSED, fused_ops.FUSED_CONV, check=check_conv, build=build_conv),
+    OpSupport("", "Gemm", check=check_gemm, build=build_gemm),
+    OpSupport(FUSED, fused_ops.FUSED_GEMM, check=check_gemm, build=build_gemm),
+    OpSupport("", "MatMul", check=check_matmul, build=build_matmul),
+    OpSupport(FUSED, fused_ops.FUSED_MATMUL, check=check_matmul, build=build_matmul),
+    OpSupport("", "MaxPool", check=check_pool, build=build_pool),
+    OpSupport("", "AveragePool", check=check_pool, build=build_pool),
+    OpSupport("", "GlobalAveragePool", check=check_pool, build=build_pool),
+    OpSupport("", "GlobalMaxPool", check=check_pool, build=build_pool),
+    OpSupport("", "MatMulInteger", check=check_qmatmul, build=build_qmatmul),
+    OpSupport("", "QLinearMatMul", check=check_qmatmul, build=build_qmatmul),
+])
+# (domain, op) -> (check, build): the table's records by key (tests and tools read it).
 OPS: Dict[Tuple[str, str], Tuple[Callable[..., Optional[str]], Callable[..., Run]]] = {
-    ("", "Conv"): (check_conv, build_conv),
-    ("com.microsoft", "FusedConv"): (check_conv, build_conv),
-    ("com.onnxedge", "FusedConv"): (check_conv, build_conv),
-    ("", "Gemm"): (check_gemm, build_gemm),
-    ("com.onnxedge", "FusedGemm"): (check_gemm, build_gemm),
-    ("", "MatMul"): (check_matmul, build_matmul),
-    ("com.onnxedge", "FusedMatMul"): (check_matmul, build_matmul),
-    ("", "MaxPool"): (check_pool, build_pool),
-    ("", "AveragePool"): (check_pool, build_pool),
-    ("", "GlobalAveragePool"): (check_pool, build_pool),
-    ("", "GlobalMaxPool"): (check_pool, build_pool),
-    ("", "MatMulInteger"): (check_qmatmul, build_qmatmul),
-    ("", "QLinearMatMul"): (check_qmatmul, build_qmatmul),
-}
+    (r.domain, r.op): (r.check, r.build) for r in TABLE.records()}
+
+
+def support_table() -> SupportTable:
+    """The NEON provider's op-support records (docs/OPERATORS.md reads them)."""
+    return TABLE

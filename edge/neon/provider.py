@@ -12,16 +12,17 @@ the plain-C vector build), `library_path` (an explicit .so).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from onnxedge import executor, ir
 from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
 from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+from onnxedge.providers.support import Facts, NoFacts
 
 from . import library
-from .ops import OPS, Run
+from .ops import TABLE, Run
 
 
 def _int_option(options: Dict[str, Any], key: str, default: int) -> int:
@@ -65,20 +66,20 @@ class NeonExecutionProvider(ExecutionProvider):
         return True
 
     # ------------------------------------------------------------------ capability
-    def _reason(self, node: ir.Node, graph: Optional[ir.Graph]) -> Optional[str]:
-        spec = OPS.get((node.domain, node.op_type))
-        if spec is None:
-            return "no NEON kernel for %s (domain %s); NEON runs %s" % (
-                node.op_type, node.domain or "ai.onnx",
-                ", ".join(sorted({op for _, op in OPS})))
-        type_of: Callable[[str], Any] = graph.type_of if graph is not None else (lambda name: None)
-        return spec[0](node, type_of)
+    @staticmethod
+    def _missing(node: ir.Node) -> str:
+        return "no NEON kernel for %s (domain %s); NEON runs %s" % (
+            node.op_type, node.domain or "ai.onnx", ", ".join(TABLE.ops()))
+
+    def _reason(self, node: ir.Node, facts: Facts, ctx: CompileContext) -> Optional[str]:
+        return TABLE.reason(node, ctx.opset_of(node) or None, facts, self._missing)
 
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
         """Every node with a NEON kernel whose declared types and ranks the kernel takes."""
         claimed = []
+        facts = Facts(graph, ctx.opsets)
         for i, node in enumerate(graph.nodes):
-            why = self._reason(node, graph)
+            why = self._reason(node, facts, ctx)
             self._reasons[id(node)] = why
             if why is None:
                 claimed.append(i)
@@ -88,7 +89,7 @@ class NeonExecutionProvider(ExecutionProvider):
         """Why NEON passes over `node` (the op, a dtype, a rank, an activation), None if it runs it."""
         if id(node) in self._reasons:
             return self._reasons[id(node)]
-        return self._reason(node, None)
+        return self._reason(node, NoFacts(ctx.opsets), ctx)
 
     # ------------------------------------------------------------------ compile
     def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
@@ -99,7 +100,7 @@ class NeonExecutionProvider(ExecutionProvider):
         plan: List[Tuple[ir.Node, Run, Any, List[str]]] = []
         for i in node_indices:
             node = graph.nodes[i]
-            run = OPS[(node.domain, node.op_type)][1](node, self.lib, consts)
+            run = TABLE.lookup(node).build(node, self.lib, consts)
             fallback = executor.compile_node(node, ctx.opsets, [], ctx.functions)
             plan.append((node, run, fallback, ctx.free_after.get(i, [])))
         run_subgraph = ctx.run_subgraph

@@ -5,7 +5,9 @@ values are float32 (uint8 / int8 only through QuantizeLinear / DequantizeLinear)
 static with rank <= 4, and its attributes fit (constant weights, 2-D convolutions, explicit or
 computable padding, ...). `node_reason` says why not, naming the op, the value and the rule.
 `Facts` holds what the checks and the translator read about a graph: static shapes (the bridge's
-inference extended through Conv, pools and the QDQ ops), producers, consumers and constants.
+inference extended through Conv, pools and the QDQ ops), producers, consumers and constants; it
+is an `onnxedge.providers.support.Facts` whose `level` is the feature level checked against.
+`TABLE` holds the `OpSupport` records (build: the NNAPI operations the op becomes).
 """
 from __future__ import annotations
 
@@ -13,12 +15,16 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from onnxedge import dtypes, ir
+import copy
+
+from onnxedge import dtypes, fused_ops, ir
 from onnxedge.facts import Fact as Info
+from onnxedge.providers import support as _support
+from onnxedge.providers.support import OpSupport, SupportTable
 
 from . import codes
 
-FUSED_DOMAIN = "com.onnxedge"
+FUSED_DOMAIN = fused_ops.DOMAIN
 FLOAT = dtypes.FLOAT
 QUANT_TYPES = {dtypes.UINT8: 1, dtypes.INT8: 4}    # ONNX type -> feature level needed
 # ONNX op -> (lowest feature level, NNAPI operations it becomes)
@@ -61,8 +67,7 @@ def clip_fuse(lo: Optional[float], hi: Optional[float]) -> Optional[int]:
 
 def activation_fuse(node: ir.Node) -> Optional[int]:
     """Fuse code of a com.onnxedge fused op's activation ("" -> NONE), None when not one."""
-    act = node.attributes.get("activation", "")
-    act = str(act)
+    act = fused_ops.activation_name(node)
     if act == "":
         return codes.FUSED_NONE
     if act == "Relu":
@@ -111,8 +116,11 @@ def window(node: ir.Node, x_shape: Sequence[int], kernel: Sequence[int]) -> dict
     return {"strides": strides, "dilations": dil, "pads": pads, "out": out}
 
 
-class Facts:
-    """Static shapes, producers, consumers and constants of one graph (checks and translation)."""
+class Facts(_support.Facts):
+    """Static shapes, producers, consumers and constants of one graph (checks and translation);
+    `level` is the feature level the checks hold the graph against (`at_level`)."""
+
+    level = 8
 
     def __init__(self, graph: ir.Graph, shapes: Dict[str, Info], opsets: Dict[str, int]):
         self.graph = graph
@@ -133,7 +141,24 @@ class Facts:
                     self.producer[name] = node
             self._infer(node)
 
+    def at_level(self, level: int) -> "Facts":
+        """These facts, checked against feature level `level` (a shallow copy)."""
+        if level == self.level:
+            return self
+        view = copy.copy(self)
+        view.level = level
+        return view
+
     # ------------------------------------------------------------------ values
+    def elem_type(self, name: str) -> int:
+        """ONNX element type of a value (0 when unknown): `elem`."""
+        return self.elem(name)
+
+    def rank(self, name: str) -> Optional[int]:
+        """The rank of a value with a static shape, else None."""
+        shape = self.shape(name)
+        return None if shape is None else len(shape)
+
     def shape(self, name: str) -> Optional[List[int]]:
         """The static shape of a value, None when unknown or dynamic."""
         if name in self.consts:
@@ -432,14 +457,10 @@ def _check_op(node: ir.Node, facts: Facts, level: int) -> Optional[str]:
     return None
 
 
-def node_reason(node: ir.Node, facts: Facts, level: int) -> Optional[str]:
-    """None when the bridge claims `node` at this feature level, else why not."""
-    key = node.op_type
-    if node.domain not in ("", FUSED_DOMAIN) or (node.domain == FUSED_DOMAIN and not key.startswith("Fused")):
-        return "%s (domain %s) has no NNAPI translation" % (key, node.domain or "ai.onnx")
-    if key not in OPS:
-        return "%s has no NNAPI translation; the bridge translates %s" % (
-            key, ", ".join(sorted(OPS)))
+def _check(node: ir.Node, facts: Facts) -> Optional[str]:
+    """The record check: the feature level, then the values' types and shapes, then the op's
+    own rules (facts.level is the feature level)."""
+    key, level = node.op_type, facts.level
     need, nn_ops = OPS[key]
     if need > level:
         return "%s becomes %s, which needs feature level >= %d (have %d)" % (key, nn_ops, need, level)
@@ -456,5 +477,30 @@ def node_reason(node: ir.Node, facts: Facts, level: int) -> Optional[str]:
     return why or _check_op(node, facts, level)
 
 
-__all__ = ["Facts", "OPS", "node_reason", "is_pure_reshape", "nhwc_axis", "window",
+TABLE = SupportTable("NnapiExecutionProvider", [
+    OpSupport(FUSED_DOMAIN if op in fused_ops.FUSED_BASE else "", op, check=_check,
+              build=nn_ops, conditional=True)
+    for op, (_need, nn_ops) in OPS.items()])
+
+
+def support_table() -> SupportTable:
+    """The NNAPI bridge's op-support records (docs/OPERATORS.md reads them)."""
+    return TABLE
+
+
+def _missing(node: ir.Node) -> str:
+    key = node.op_type
+    if node.domain not in ("", FUSED_DOMAIN) or key in OPS or \
+            (node.domain == FUSED_DOMAIN and not key.startswith("Fused")):
+        return "%s (domain %s) has no NNAPI translation" % (key, node.domain or "ai.onnx")
+    return "%s has no NNAPI translation; the bridge translates %s" % (key, ", ".join(sorted(OPS)))
+
+
+def node_reason(node: ir.Node, facts: Facts, level: int) -> Optional[str]:
+    """None when the bridge claims `node` at this feature level, else why not."""
+    return TABLE.reason(node, None, facts.at_level(level), _missing)
+
+
+__all__ = ["Facts", "OPS", "TABLE", "node_reason", "support_table", "is_pure_reshape",
+           "nhwc_axis", "window",
            "activation_fuse", "clip_fuse"]

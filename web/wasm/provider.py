@@ -21,8 +21,9 @@ import numpy as np
 from onnxedge import executor, ir
 from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
 from onnxedge.providers.base import CompileContext, ExecutionProvider, Step, consecutive_runs
+from onnxedge.providers.support import Facts
 
-from . import bridge, claims, ops
+from . import bridge, claims
 
 F32 = np.dtype(np.float32)
 MAX_SHAPES = 8   # buffer sets kept per step (one per distinct input shapes)
@@ -60,10 +61,10 @@ class WasmSimdExecutionProvider(ExecutionProvider):
     # ------------------------------------------------------------------ capability
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
         """Runs of consecutive nodes the kernels take as declared (see claims.reason)."""
-        consts = claims.constants(graph)
+        facts = Facts(graph, ctx.opsets)
         claimed = []
         for i, node in enumerate(graph.nodes):
-            why = claims.reason(node, graph.type_of, consts)
+            why = claims.reason(node, facts, ctx.opset_of(node) or None)
             self._reasons[node] = why
             if why is None:
                 claimed.append(i)
@@ -74,7 +75,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
         weights (None when the provider runs it)."""
         if node in self._reasons:
             return self._reasons[node]
-        return claims.reason(node, lambda name: None, {})
+        return claims.reason(node, None, ctx.opset_of(node) or None)
 
     # ------------------------------------------------------------------ compile
     def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
@@ -114,7 +115,7 @@ class _Group:
         self.kernels = provider.kernels
         consts = claims.constants(graph)
         self.nodes = [graph.nodes[i] for i in idx]
-        self.ops = [ops.build(n, self.kernels, consts) for n in self.nodes]
+        self.ops = [claims.TABLE.lookup(n).build(n, self.kernels, consts) for n in self.nodes]
         produced: Set[str] = {o for n in self.nodes for o in n.outputs if o}
         self.inputs: List[str] = []
         for op in self.ops:

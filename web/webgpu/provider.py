@@ -23,11 +23,15 @@ from onnxedge.errors import EPFail, InvalidArgument, OnnxEdgeError, RuntimeExcep
 from onnxedge.providers.base import CompileContext, ExecutionProvider, Step, consecutive_runs
 
 from . import device as _device
-from .ops import OPS
+from .ops import OPS, TABLE
 from .runtime import ConstCache, GpuTensor, Recorder, dead_after, is_gpu
 
 _POWER = ("high-performance", "low-power")
 _DTYPES = ("float32", "float16")
+
+
+def _missing(node: ir.Node) -> str:
+    return "no WebGPU kernel for %s (domain %s)" % (node.op_type, node.domain or "ai.onnx")
 
 
 class WebGpuExecutionProvider(ExecutionProvider):
@@ -73,7 +77,7 @@ class WebGpuExecutionProvider(ExecutionProvider):
         A "no" is cached until `refresh()`; a device installed since (device_js.install) is
         always seen."""
         with cls._lock:
-            if _device._DEFAULT:
+            if _device.has_default_device():
                 cls._available = True
             elif cls._available is None:
                 try:
@@ -92,16 +96,13 @@ class WebGpuExecutionProvider(ExecutionProvider):
 
     # -- capability
     def _reason(self, node: ir.Node, opset: int) -> Optional[str]:
-        spec = OPS.get((node.domain, node.op_type))
-        if spec is None:
-            return "no WebGPU kernel for %s (domain %s)" % (node.op_type, node.domain or "ai.onnx")
+        rec = TABLE.lookup(node, opset or None)
+        if rec is None:
+            return TABLE.reason(node, opset or None, self._facts, _missing)
         if node.subgraphs():
             return "%s has subgraphs" % node.op_type
-        if spec.check is not None:
-            why = spec.check(node, self._facts.dtype, opset)
-            if why:
-                return "%s: %s" % (node.op_type, why)
-        return None
+        why = rec.check(node, self._facts) if rec.check is not None else None
+        return "%s: %s" % (node.op_type, why) if why else None
 
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
         """Runs of consecutive nodes that have kernels for their op, dtypes and attributes."""

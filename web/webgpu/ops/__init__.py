@@ -2,7 +2,7 @@
 
 An op is `fn(rt, node, inputs, opset) -> list of outputs` (inputs are GpuTensors or host numpy
 arrays; see `runtime.Recorder`) plus `check(node, dtypes, opset) -> reason or None` that says
-whether the provider can claim the node (`dtypes(name)` is a value's inferred numpy dtype or
+whether the provider can claim the node (`facts.dtype(name)` is a value's inferred numpy dtype or
 None). `host_inputs` are input positions the op needs on the host (shapes, axes, pads…);
 `raw` ops (views, Shape, Constant) get their inputs untouched, never uploaded.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
+
+from onnxedge.providers.support import MAX_OPSET, OpSupport, SupportTable
 
 F32 = np.dtype(np.float32)
 
@@ -28,18 +30,27 @@ class OpSpec:
         self.raw = raw
 
 
+TABLE = SupportTable("WebGpuExecutionProvider")
 OPS: Dict[Tuple[str, str], OpSpec] = {}
 
 
 def register(op_types: Sequence[str], check: Optional[Callable[..., Optional[str]]] = None,
-             host_inputs: Sequence[int] = (), raw: bool = False,
-             domain: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: register fn for these op types (with its claim check)."""
+             host_inputs: Sequence[int] = (), raw: bool = False, domain: str = "",
+             since: int = 1, until: int = MAX_OPSET
+             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: register fn for these op types over opsets since..until (with its check)."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         for op in op_types:
-            OPS[(domain, op)] = OpSpec(fn, check, host_inputs, raw)
+            spec = OpSpec(fn, check, host_inputs, raw)
+            TABLE.add(OpSupport(domain, op, since, until, check, spec))
+            OPS[(domain, op)] = spec
         return fn
     return wrap
+
+
+def support_table() -> SupportTable:
+    """The WebGPU provider's op-support records (docs/OPERATORS.md reads them)."""
+    return TABLE
 
 
 def attr(node: Any, name: str, default: Any = None) -> Any:
@@ -47,13 +58,12 @@ def attr(node: Any, name: str, default: Any = None) -> Any:
     return node.attributes.get(name, default)
 
 
-def float_inputs(node: Any, dtypes: Callable[[str], Any], positions: Sequence[int] = (0,),
-                 ) -> Optional[str]:
+def float_inputs(node: Any, facts: Any, positions: Sequence[int] = (0,)) -> Optional[str]:
     """Reason unless the inputs at these positions are float32 (missing optional ones pass)."""
     for i in positions:
         if i >= len(node.inputs) or not node.inputs[i]:
             continue
-        dt = dtypes(node.inputs[i])
+        dt = facts.dtype(node.inputs[i])
         if dt is None:
             return "input %r has an unknown element type" % node.inputs[i]
         if dt != F32:
@@ -68,4 +78,4 @@ def _load_families() -> None:
 
 _load_families()
 
-__all__ = ["OPS", "OpSpec", "register", "attr", "float_inputs", "F32"]
+__all__ = ["OPS", "TABLE", "OpSpec", "register", "support_table", "attr", "float_inputs", "F32"]

@@ -13,8 +13,8 @@ from .movement import strided_copy
 from .normalization import softmax_rows
 
 
-def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    return float_inputs(node, dtypes, [0, 1, 2, 3])
+def _check(node: Any, facts: Any) -> Optional[str]:
+    return float_inputs(node, facts, [0, 1, 2, 3])
 
 
 @register(["MultiHeadAttention"], check=_check, domain=FUSED_DOMAIN)

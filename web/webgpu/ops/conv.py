@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
+from onnxedge import fused_ops
 from onnxedge.geometry import auto_pad_mode, conv_geometry, spatial_attr, transpose_geometry
 
 from ..runtime import GpuTensor, Recorder, Uniform, grid
@@ -11,15 +12,15 @@ from . import F32, attr, float_inputs, register, tiles
 from .matmul import ACTIVATIONS, FUSED_DOMAIN, activation_of, check_activation
 
 
-def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    why = float_inputs(node, dtypes, [0, 1, 2])
+def _check(node: Any, facts: Any) -> Optional[str]:
+    why = float_inputs(node, facts, [0, 1, 2])
     if why:
         return why
     ks = attr(node, "kernel_shape")
     if ks is not None:
         nd = len(ks)
     else:   # no kernel_shape: the weight's rank (initializer, Constant or declared shape) tells
-        rank = getattr(dtypes, "rank", lambda name: None)(node.inputs[1])
+        rank = facts.rank(node.inputs[1])
         if rank is None:
             return ("no kernel_shape attribute and the rank of weight %r is unknown when the "
                     "graph is partitioned (only 1-D and 2-D convolutions run on WebGPU)"
@@ -124,7 +125,7 @@ def run_fused_conv(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[
                    ins[3] if len(ins) > 3 else None)]
 
 
-register(["FusedConv"], check=_check, domain="com.microsoft")(run_fused_conv)
+register(["FusedConv"], check=_check, domain=fused_ops.MS_DOMAIN)(run_fused_conv)
 register(["FusedConv"], check=_check, domain=FUSED_DOMAIN)(run_fused_conv)
 
 

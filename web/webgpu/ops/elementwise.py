@@ -9,6 +9,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from onnxedge import fused_ops
+
 from ..runtime import MAX_RANK, Recorder, Uniform, broadcast_strides, grid, is_gpu
 from . import F32, attr, float_inputs, register
 
@@ -134,14 +136,14 @@ def binary(rt: Recorder, a: Any, b: Any, expr: str, out_dtype: Any = F32) -> Any
     return y
 
 
-def _check_unary(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    why = float_inputs(node, dtypes, [0])
+def _check_unary(node: Any, facts: Any) -> Optional[str]:
+    why = float_inputs(node, facts, [0])
     if why:
         return why
     if node.op_type == "Gelu" and attr(node, "approximate", "none") not in ("none", "tanh"):
         return "Gelu approximate=%r is not 'none' or 'tanh'" % attr(node, "approximate")
     if node.op_type == "Clip":
-        return float_inputs(node, dtypes, [1, 2])
+        return float_inputs(node, facts, [1, 2])
     return None
 
 
@@ -155,7 +157,7 @@ def _clip_bounds(node: Any, ins: List[Any], rt: Recorder, opset: int) -> Tuple[f
     return max(lo, -_FLOAT_LIMIT), min(hi, _FLOAT_LIMIT)
 
 
-@register(["Gelu"], check=_check_unary, domain="com.onnxedge")
+@register(["Gelu"], check=_check_unary, domain=fused_ops.DOMAIN)
 @register(list(UNARY), check=_check_unary, host_inputs=(1, 2))
 def run_unary(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Every op of the UNARY table."""
@@ -171,10 +173,10 @@ def run_unary(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     return [unary(rt, ins[0], expr, F32, params)]
 
 
-def _check_binary(node: Any, dtypes: Any, opset: int) -> Optional[str]:
+def _check_binary(node: Any, facts: Any) -> Optional[str]:
     if node.op_type in VARIADIC and len(node.inputs) != 2:
-        return float_inputs(node, dtypes, range(len(node.inputs)))
-    return float_inputs(node, dtypes, [0, 1])
+        return float_inputs(node, facts, range(len(node.inputs)))
+    return float_inputs(node, facts, [0, 1])
 
 
 @register(list(BINARY) + list(VARIADIC), check=_check_binary)
@@ -195,10 +197,10 @@ def run_binary(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]
     return [binary(rt, ins[0], ins[1], expr, np.bool_ if is_bool else F32)]
 
 
-def _check_where(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    if dtypes(node.inputs[0]) != np.bool_:
+def _check_where(node: Any, facts: Any) -> Optional[str]:
+    if facts.dtype(node.inputs[0]) != np.bool_:
         return "condition %r is not bool" % node.inputs[0]
-    return float_inputs(node, dtypes, [1, 2])
+    return float_inputs(node, facts, [1, 2])
 
 
 @register(["Where"], check=_check_where)
@@ -220,8 +222,8 @@ _CAST_OK = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32), np.dty
 _TO = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_}
 
 
-def _check_cast(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    dt = dtypes(node.inputs[0])
+def _check_cast(node: Any, facts: Any) -> Optional[str]:
+    dt = facts.dtype(node.inputs[0])
     if dt not in _CAST_OK:
         return "Cast from %s is not supported" % (dt if dt is not None else "an unknown type")
     if attr(node, "to") not in _TO:

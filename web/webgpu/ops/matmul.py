@@ -11,28 +11,35 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from onnxedge import fused_ops
+
 from ..runtime import GpuTensor, Recorder, Uniform, broadcast_strides
 from . import F32, attr, float_inputs, register, tiles
 from .elementwise import broadcast_shape, collapse
 
-FUSED_DOMAIN = "com.onnxedge"
+FUSED_DOMAIN = fused_ops.DOMAIN
+FLT_MAX = 3.4028234e38   # a WGSL uniform stands in for Clip's default infinite bounds
 
-# activation -> (WGSL body over v with params u.act_a / u.act_b, default params)
-ACTIVATIONS = {
-    "": ("return v;", ()),
-    "Relu": ("return max(v, 0.0);", ()),
-    "Sigmoid": ("return 1.0 / (1.0 + exp(-v));", ()),
-    "Tanh": ("return tanh(clamp(v, -15.0, 15.0));", ()),
-    "LeakyRelu": ("return select(u.act_a * v, v, v >= 0.0);", (0.01,)),
-    "Clip": ("return clamp(v, u.act_a, u.act_b);", (-3.4028234e38, 3.4028234e38)),
-    "HardSigmoid": ("return clamp(u.act_a * v + u.act_b, 0.0, 1.0);", (0.2, 0.5)),
+# activation -> (WGSL body over v with params u.act_a / u.act_b, default params); the names and
+# defaults are fused_ops.Activation's (Clip's infinite defaults as +-FLT_MAX here)
+_WGSL = {
+    "": "return v;",
+    "Relu": "return max(v, 0.0);",
+    "Sigmoid": "return 1.0 / (1.0 + exp(-v));",
+    "Tanh": "return tanh(clamp(v, -15.0, 15.0));",
+    "LeakyRelu": "return select(u.act_a * v, v, v >= 0.0);",
+    "Clip": "return clamp(v, u.act_a, u.act_b);",
+    "HardSigmoid": "return clamp(u.act_a * v + u.act_b, 0.0, 1.0);",
 }
+ACTIVATIONS = {name: (_WGSL[name], tuple(max(-FLT_MAX, min(FLT_MAX, d))
+                                          for d in fused_ops.lookup(name).defaults))
+               for name in fused_ops.FUSABLE}
 TILE = 64
 
 
 def activation_of(node: Any) -> Tuple[str, List[float]]:
     """The fused activation name and its two parameters (defaults filled)."""
-    name = attr(node, "activation", "") or ""
+    name = fused_ops.activation_name(node)
     defaults = ACTIVATIONS[name][1]
     given = [float(v) for v in (attr(node, "activation_params", None) or [])]
     params = list(given) + list(defaults[len(given):])
@@ -41,7 +48,7 @@ def activation_of(node: Any) -> Tuple[str, List[float]]:
 
 def check_activation(node: Any) -> Optional[str]:
     """Reason unless the node's fused activation is one the kernels have."""
-    name = attr(node, "activation", "") or ""
+    name = fused_ops.activation_name(node)
     if name not in ACTIVATIONS:
         return "fused activation %r has no WebGPU kernel" % name
     return None
@@ -147,8 +154,8 @@ def _plain(rt: Recorder, a: GpuTensor, b: GpuTensor, M: int, N: int, K: int,
                 c_strides=_bias_args(bias, N), activation=activation, act_params=act_params)
 
 
-def _check_matmul(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    return float_inputs(node, dtypes, [0, 1, 2]) or check_activation(node)
+def _check_matmul(node: Any, facts: Any) -> Optional[str]:
+    return float_inputs(node, facts, [0, 1, 2]) or check_activation(node)
 
 
 @register(["MatMul"], check=_check_matmul)
@@ -165,8 +172,8 @@ def run_fused_matmul(rt: Recorder, node: Any, ins: List[Any], opset: int) -> Lis
     return [matmul(rt, ins[0], ins[1], bias, name, params)]
 
 
-def _check_gemm(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    return float_inputs(node, dtypes, [0, 1, 2]) or check_activation(node)
+def _check_gemm(node: Any, facts: Any) -> Optional[str]:
+    return float_inputs(node, facts, [0, 1, 2]) or check_activation(node)
 
 
 def _gemm_node(rt: Recorder, node: Any, ins: List[Any], activation: str,

@@ -14,8 +14,8 @@ _DATA = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32), np.dtype(
 _NOMOD = 0xFFFFFFFF
 
 
-def _check_data(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    dt = dtypes(node.inputs[0])
+def _check_data(node: Any, facts: Any) -> Optional[str]:
+    dt = facts.dtype(node.inputs[0])
     if dt not in _DATA:
         return "input %r has element type %s" % (node.inputs[0], dt if dt is not None else "unknown")
     return None
@@ -111,8 +111,8 @@ def run_tile(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     return [y]
 
 
-def _check_concat(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    kinds = {dtypes(n) for n in node.inputs if n}
+def _check_concat(node: Any, facts: Any) -> Optional[str]:
+    kinds = {facts.dtype(n) for n in node.inputs if n}
     if len(kinds) != 1 or not kinds <= _DATA:
         return "inputs have element types %s" % sorted(str(k) for k in kinds)
     return None
@@ -166,11 +166,11 @@ def run_split(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     return outs
 
 
-def _check_gather(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    why = _check_data(node, dtypes, opset)
+def _check_gather(node: Any, facts: Any) -> Optional[str]:
+    why = _check_data(node, facts)
     if why:
         return why
-    if dtypes(node.inputs[1]) not in (np.dtype(np.int64), np.dtype(np.int32)):
+    if facts.dtype(node.inputs[1]) not in (np.dtype(np.int64), np.dtype(np.int32)):
         return "indices %r are not int32/int64" % node.inputs[1]
     return None
 
@@ -201,11 +201,11 @@ _PAD_MODES = {
 }
 
 
-def _check_pad(node: Any, dtypes: Any, opset: int) -> Optional[str]:
+def _check_pad(node: Any, facts: Any) -> Optional[str]:
     mode = attr(node, "mode", "constant")
     if mode not in _PAD_MODES:
         return "Pad mode %r (WebGPU has constant, reflect, edge)" % mode
-    return _check_data(node, dtypes, opset)
+    return _check_data(node, facts)
 
 
 @register(["Pad"], check=_check_pad, host_inputs=(1, 2, 3))

@@ -87,10 +87,10 @@ def _rownorm(rt: Recorder, x: Any, extra: List[Any], body: Tuple[str, str], rows
     return y
 
 
-def _check_ln(node: Any, dtypes: Any, opset: int) -> Optional[str]:
+def _check_ln(node: Any, facts: Any) -> Optional[str]:
     if any(o for o in node.outputs[1:]):
         return "LayerNormalization's Mean / InvStdDev outputs are not produced on WebGPU"
-    return float_inputs(node, dtypes, [0, 1, 2])
+    return float_inputs(node, facts, [0, 1, 2])
 
 
 def _layer_norm(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
@@ -116,7 +116,7 @@ register(["LayerNormalization"], check=_check_ln)(_layer_norm)
 register(["LayerNormalization"], check=_check_ln, domain=FUSED_DOMAIN)(_layer_norm)
 
 
-@register(["InstanceNormalization"], check=lambda n, d, o: float_inputs(n, d, [0, 1, 2]))
+@register(["InstanceNormalization"], check=lambda n, f: float_inputs(n, f, [0, 1, 2]))
 def run_instance_norm(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """InstanceNormalization: per (n, c) over the spatial axes."""
     x = ins[0]
@@ -138,8 +138,8 @@ def softmax_rows(rt: Recorder, x: Any, rows: int, D: int, inner: int, log: bool 
     return _rownorm(rt, x, [], (_SOFTMAX_BODY % expr, _SOFTMAX_BODY_WG % expr), rows, D, inner)
 
 
-def _check_softmax(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    return float_inputs(node, dtypes, [0])
+def _check_softmax(node: Any, facts: Any) -> Optional[str]:
+    return float_inputs(node, facts, [0])
 
 
 @register(["Softmax", "LogSoftmax"], check=_check_softmax)
@@ -159,12 +159,12 @@ def run_softmax(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any
     return [softmax_rows(rt, x, rows, D, inner, node.op_type == "LogSoftmax")]
 
 
-def _check_bn(node: Any, dtypes: Any, opset: int) -> Optional[str]:
+def _check_bn(node: Any, facts: Any) -> Optional[str]:
     if len([o for o in node.outputs if o]) > 1:
         return "BatchNormalization in training mode (running statistics outputs)"
     if attr(node, "training_mode", 0):
         return "BatchNormalization training_mode=1"
-    return float_inputs(node, dtypes, [0, 1, 2, 3, 4])
+    return float_inputs(node, facts, [0, 1, 2, 3, 4])
 
 
 @register(["BatchNormalization"], check=_check_bn)

@@ -15,8 +15,8 @@ _KINDS = {
 }
 
 
-def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    why = float_inputs(node, dtypes, [0])
+def _check(node: Any, facts: Any) -> Optional[str]:
+    why = float_inputs(node, facts, [0])
     if why:
         return why
     if len(node.outputs) > 1 and node.outputs[1]:

@@ -30,8 +30,8 @@ WG_MIN_COUNT = 256
 _AXES_INPUT = {"ReduceSum": 13}
 
 
-def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    return float_inputs(node, dtypes, [0])
+def _check(node: Any, facts: Any) -> Optional[str]:
+    return float_inputs(node, facts, [0])
 
 
 @register(list(_KINDS), check=_check, host_inputs=(1,))

@@ -22,9 +22,8 @@ _NEAREST_TYPES = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32)}
 _MODES_V10 = ("nearest", "linear", "bilinear")
 
 
-def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    mode = str(attr(node, "mode", "nearest"))
-    dt = dtypes(node.inputs[0])
+def _check_type(node: Any, facts: Any, mode: str) -> Optional[str]:
+    dt = facts.dtype(node.inputs[0])
     if dt is None:
         return "input %r has an unknown element type" % node.inputs[0]
     if mode == "nearest":
@@ -33,10 +32,26 @@ def _check(node: Any, dtypes: Any, opset: int) -> Optional[str]:
                 node.inputs[0], dt)
     elif dt != F32:
         return "input %r is %s; %s Resize on WebGPU takes float32" % (node.inputs[0], dt, mode)
-    if node.op_type == "Upsample" or opset < 11:
-        if mode not in _MODES_V10:
-            return "mode %r (expected nearest or linear)" % mode
-        return None
+    return None
+
+
+def _check_v10(node: Any, facts: Any) -> Optional[str]:
+    """Upsample, and Resize before opset 11: nearest or linear."""
+    mode = str(attr(node, "mode", "nearest"))
+    why = _check_type(node, facts, mode)
+    if why:
+        return why
+    if mode not in _MODES_V10:
+        return "mode %r (expected nearest or linear)" % mode
+    return None
+
+
+def _check(node: Any, facts: Any) -> Optional[str]:
+    """Resize from opset 11: nearest, linear or cubic, the CPU kernel's coordinate modes."""
+    mode = str(attr(node, "mode", "nearest"))
+    why = _check_type(node, facts, mode)
+    if why:
+        return why
     if mode not in ("nearest", "linear", "cubic"):
         return "mode %r (expected nearest, linear or cubic)" % mode
     ct = str(attr(node, "coordinate_transformation_mode", "half_pixel"))
@@ -170,7 +185,8 @@ def _host_input(ins: List[Any], k: int) -> Any:
     return ins[k] if len(ins) > k and ins[k] is not None else None
 
 
-@register(["Resize"], check=_check, host_inputs=(1, 2, 3))
+@register(["Resize"], check=_check_v10, host_inputs=(1, 2, 3), until=10)
+@register(["Resize"], check=_check, host_inputs=(1, 2, 3), since=11)
 def run_resize(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Resize: plan the shape and per-axis taps on the host, one device pass per axis."""
     x = ins[0]
@@ -190,7 +206,7 @@ def run_resize(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]
     return [_resize(rt, node, x, p, scales, sizes, axes, rois)]
 
 
-@register(["Upsample"], check=_check, host_inputs=(1,))
+@register(["Upsample"], check=_check_v10, host_inputs=(1,))
 def run_upsample(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Upsample (7-9): Resize-10 with scales as an attribute (7-8) or an input (9)."""
     x = ins[0]

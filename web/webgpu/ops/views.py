@@ -16,8 +16,8 @@ def _view(x: Any, shape: Sequence[int]) -> Any:
     return x.view(shape) if is_gpu(x) else np.asarray(x).reshape(shape)
 
 
-def _check_data(node: Any, dtypes: Any, opset: int) -> Optional[str]:
-    dt = dtypes(node.inputs[0])
+def _check_data(node: Any, facts: Any) -> Optional[str]:
+    dt = facts.dtype(node.inputs[0])
     if dt not in _OK:
         return "input %r has element type %s" % (node.inputs[0], dt)
     return None
@@ -93,12 +93,12 @@ def run_identity(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[An
     return [ins[0]]
 
 
-def _check_dropout(node: Any, dtypes: Any, opset: int) -> Optional[str]:
+def _check_dropout(node: Any, facts: Any) -> Optional[str]:
     if len(node.outputs) > 1 and node.outputs[1]:
         return "Dropout's mask output is not produced on WebGPU"
     if len(node.inputs) > 2 and node.inputs[2]:
         return "Dropout with a training_mode input runs on CPU"
-    return _check_data(node, dtypes, opset)
+    return _check_data(node, facts)
 
 
 @register(["Dropout"], check=_check_dropout, raw=True)
@@ -107,7 +107,7 @@ def run_dropout(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any
     return [ins[0]]
 
 
-def _check_constant(node: Any, dtypes: Any, opset: int) -> Optional[str]:
+def _check_constant(node: Any, facts: Any) -> Optional[str]:
     v = node.attributes
     if not any(k in v for k in ("value", "value_float", "value_floats", "value_int",
                                 "value_ints")):
