@@ -10,11 +10,11 @@ from typing import Any, List, Optional
 
 import numpy as np
 
-from . import dtypes, ir
+from . import dtypes, fused_ops, ir
 from .facts import Fact, RuleContext, fact_rule
 
 MS = "com.microsoft"
-FUSED = "com.onnxedge"
+FUSED = fused_ops.DOMAIN
 Ins = List[Optional[Fact]]
 Outs = List[Optional[Fact]]
 
