@@ -152,9 +152,9 @@ conformance: setup  ## run the ONNX node suite and print the per-family summary
 	$(PY) tests/conformance/cases.py
 	$(PY) tests/conformance/run.py
 
-conformance-report: setup  ## regenerate docs/CONFORMANCE.md (onnxedge vs onnxruntime)
+conformance-report: setup  ## regenerate docs/CONFORMANCE.md (onnxedge vs onnxruntime, counts per provider)
 	$(PY) tests/conformance/cases.py
-	$(PY) tests/conformance/run.py --reference onnxruntime --report docs/CONFORMANCE.md --plot docs/conformance.png
+	$(PY) tests/conformance/run.py --reference onnxruntime --providers --report docs/CONFORMANCE.md --plot docs/conformance.png
 
 WEB_DEMO    ?= build/web-demo
 WEB_PORT    ?= 8000

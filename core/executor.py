@@ -236,13 +236,14 @@ class GraphRunner:
                 env[name] = outer_env[name]
         env.update(self.graph.initializers)
         env.update(feeds)
-        run_compiled(self.steps, env, self._run_child)
+        run_compiled(self.steps, env, self.run_child)
         try:
             return [env[name] for name in self.output_names]
         except KeyError as e:
             raise InvalidGraph("graph %r: output %s is never produced" % (self.graph.name, e)) from None
 
-    def _run_child(self, sub: ir.Graph, feeds: Dict[str, Any], env: Env) -> List[Any]:
+    def run_child(self, sub: ir.Graph, feeds: Dict[str, Any], env: Env) -> List[Any]:
+        """Run subgraph `sub` (an If/Loop/Scan body) with `feeds`, reading outer values from `env`."""
         return self.child(sub).run(feeds, env)
 
 

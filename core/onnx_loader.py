@@ -21,7 +21,8 @@ _BITS_IN_INT32_DATA = {10: np.uint16, 16: np.uint16, 17: np.uint8, 18: np.uint8,
                        20: np.uint8, 24: np.uint8}
 
 
-def _onnx():
+def onnx_package() -> Any:
+    """The `onnx` package; NotImplemented with the install hint when it is missing."""
     try:
         import onnx
     except ImportError:
@@ -446,7 +447,7 @@ def load_model(source: Union[str, bytes, "os.PathLike[str]"]) -> ir.Model:
 def is_onnx_available() -> bool:
     """True when the `onnx` package can be imported."""
     try:
-        _onnx()
+        onnx_package()
     except NotImplemented:
         return False
     return True

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import dtypes, ir
 from .errors import InvalidArgument, NotImplemented
-from .onnx_loader import _onnx
+from .onnx_loader import onnx_package
 
 __all__ = ["array_to_tensor", "tensor_raw_bytes", "sparse_to_proto", "type_to_proto",
            "value_info_to_proto", "attribute_to_proto", "graph_to_proto", "function_to_proto",
@@ -149,7 +149,7 @@ def array_to_tensor(arr: Any, name: str = "", elem_type: Optional[int] = None) -
     patterns (uint16 for bfloat16, uint8 for float8 types and float4e2m1) or the integer values
     (int4, uint4, int2, uint2). For other types, `arr` is cast to `elem_type`.
     """
-    onnx = _onnx()
+    onnx = onnx_package()
     arr = np.asarray(arr)
     code = _code_of(arr, name) if elem_type is None else int(elem_type)
     dtypes.lookup(code)
@@ -166,7 +166,7 @@ def array_to_tensor(arr: Any, name: str = "", elem_type: Optional[int] = None) -
 
 def sparse_to_proto(s: ir.SparseTensor, name: str = "") -> Any:
     """A SparseTensorProto from an IR SparseTensor; `name` names its values tensor."""
-    onnx = _onnx()
+    onnx = onnx_package()
     p = onnx.SparseTensorProto()
     p.values.CopyFrom(array_to_tensor(s.values, name))
     p.indices.CopyFrom(array_to_tensor(np.asarray(s.indices, dtype=np.int64), ""))
@@ -213,7 +213,7 @@ def _fill_type(tp: Any, t: ir.TypeInfo) -> None:
 
 def type_to_proto(t: Optional[ir.TypeInfo]) -> Any:
     """A TypeProto from an IR TypeInfo (an empty TypeProto for None)."""
-    onnx = _onnx()
+    onnx = onnx_package()
     tp = onnx.TypeProto()
     if t is not None:
         _fill_type(tp, t)
@@ -222,7 +222,7 @@ def type_to_proto(t: Optional[ir.TypeInfo]) -> Any:
 
 def value_info_to_proto(vi: ir.ValueInfo) -> Any:
     """A ValueInfoProto from an IR ValueInfo (no type field when its type is None)."""
-    onnx = _onnx()
+    onnx = onnx_package()
     p = onnx.ValueInfoProto()
     p.name = vi.name
     if vi.type is not None:
@@ -244,7 +244,8 @@ class _Context:
         self.enclosing = enclosing
 
 
-def _encode(s: Union[str, bytes]) -> bytes:
+def encode_text(s: Union[str, bytes]) -> bytes:
+    """An IR string as the bytes it came from (UTF-8 with surrogateescape; bytes unchanged)."""
     return s if isinstance(s, bytes) else s.encode("utf-8", errors="surrogateescape")
 
 
@@ -256,7 +257,7 @@ def _is_float(v: Any) -> bool:
     return isinstance(v, (float, np.floating))
 
 
-def _value_kind(value: Any) -> int:
+def attribute_kind(value: Any) -> int:
     """The AttributeProto type a plain Python value is written as (0 when none fits)."""
     if isinstance(value, ir.AttrRef):
         return _UNDEFINED
@@ -317,7 +318,7 @@ def _ref_type(node: ir.Node, attr: str, ref: ir.AttrRef, ctx: Optional[_Context]
     called = ctx.functions.get((node.domain, node.op_type))
     if called is not None:
         if attr in called.attribute_defaults:
-            kind = _value_kind(called.attribute_defaults[attr])
+            kind = attribute_kind(called.attribute_defaults[attr])
             if kind:
                 return kind
     else:
@@ -326,7 +327,7 @@ def _ref_type(node: ir.Node, attr: str, ref: ir.AttrRef, ctx: Optional[_Context]
             return kind
     enc = ctx.enclosing
     if enc is not None and ref.ref_attr_name in enc.attribute_defaults:
-        return _value_kind(enc.attribute_defaults[ref.ref_attr_name])
+        return attribute_kind(enc.attribute_defaults[ref.ref_attr_name])
     return _UNDEFINED
 
 
@@ -336,14 +337,14 @@ def attribute_to_proto(name: str, value: Any, ref_type: int = 0,
 
     `ref_type` is the attribute type written for an `ir.AttrRef` value.
     """
-    onnx = _onnx()
+    onnx = onnx_package()
     a = onnx.AttributeProto()
     a.name = name
     if isinstance(value, ir.AttrRef):
         a.ref_attr_name = value.ref_attr_name
         a.type = int(ref_type)
         return a
-    kind = _value_kind(value)
+    kind = attribute_kind(value)
     if kind == _UNDEFINED:
         raise InvalidArgument("attribute %r: cannot write a %s value (%r) as an ONNX attribute"
                               % (name, type(value).__name__, value))
@@ -353,7 +354,7 @@ def attribute_to_proto(name: str, value: Any, ref_type: int = 0,
     elif kind == _INT:
         a.i = int(value)
     elif kind == _STRING:
-        a.s = _encode(value)
+        a.s = encode_text(value)
     elif kind == _TENSOR:
         a.t.CopyFrom(array_to_tensor(value))
     elif kind == _GRAPH:
@@ -367,7 +368,7 @@ def attribute_to_proto(name: str, value: Any, ref_type: int = 0,
     elif kind == _INTS:
         a.ints.extend(int(v) for v in value)
     elif kind == _STRINGS:
-        a.strings.extend(_encode(v) for v in value)
+        a.strings.extend(encode_text(v) for v in value)
     elif kind == _TENSORS:
         a.tensors.extend(array_to_tensor(v) for v in value)
     elif kind == _GRAPHS:
@@ -382,7 +383,7 @@ def attribute_to_proto(name: str, value: Any, ref_type: int = 0,
 # ----------------------------------------------------------------------------- graph, model
 
 def _node_to_proto(n: ir.Node, ctx: Optional[_Context]) -> Any:
-    onnx = _onnx()
+    onnx = onnx_package()
     p = onnx.NodeProto()
     p.op_type = n.op_type
     p.input.extend(n.inputs)
@@ -403,7 +404,7 @@ def _node_to_proto(n: ir.Node, ctx: Optional[_Context]) -> Any:
 
 
 def _graph_to_proto(g: ir.Graph, ctx: Optional[_Context]) -> Any:
-    onnx = _onnx()
+    onnx = onnx_package()
     p = onnx.GraphProto()
     p.name = g.name
     p.node.extend(_node_to_proto(n, ctx) for n in g.nodes)
@@ -436,7 +437,7 @@ def _opsets(proto_list: Any, opsets: Dict[str, int]) -> None:
 def function_to_proto(f: ir.Function, functions: Optional[Sequence[ir.Function]] = None,
                       model_opsets: Optional[Dict[str, int]] = None) -> Any:
     """A FunctionProto from an IR Function; attributes with defaults go to attribute_proto."""
-    onnx = _onnx()
+    onnx = onnx_package()
     p = onnx.FunctionProto()
     p.name = f.name
     p.domain = f.domain
@@ -471,7 +472,7 @@ def function_to_proto(f: ir.Function, functions: Optional[Sequence[ir.Function]]
 
 def model_to_proto(model: ir.Model) -> Any:
     """An onnx.ModelProto from an IR Model (tensors inline; see `save_model` for external data)."""
-    onnx = _onnx()
+    onnx = onnx_package()
     m = onnx.ModelProto()
     m.ir_version = int(model.ir_version)
     _opsets(m.opset_import, model.opset_imports)

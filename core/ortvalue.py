@@ -205,7 +205,7 @@ class IOBinding:
         """Host memory needs no synchronization."""
 
     # -- results
-    def _store(self, names: Sequence[str], values: Sequence[Any]) -> None:
+    def store_outputs(self, names: Sequence[str], values: Sequence[Any]) -> None:
         """Keep a run's outputs, writing those bound to caller memory in place."""
         results = []
         for name, value in zip(names, values):

@@ -252,7 +252,7 @@ class InferenceSession:
         outputs = [o.name for o in graph.outputs]
         free = executor.last_uses(graph.nodes, outputs)
         self._ctx = CompileContext(opsets, {i: f for i, f in enumerate(free)}, self._functions,
-                                   self._runner_for_subgraphs._run_child,
+                                   self._runner_for_subgraphs.run_child,
                                    facts.infer(graph, opsets))
         self._fallback = True
         self.set_providers(providers, provider_options)
@@ -387,7 +387,7 @@ class InferenceSession:
         """Run with the inputs and outputs bound in `iobinding` (outputs: all when none bound);
         results are read with `iobinding.get_outputs()` / `copy_outputs_to_cpu()`."""
         names = list(iobinding._outputs) or list(self._output_names)
-        iobinding._store(names, self.run(names, dict(iobinding._inputs), run_options))
+        iobinding.store_outputs(names, self.run(names, dict(iobinding._inputs), run_options))
 
     def run_with_ort_values(self, output_names: Optional[Sequence[str]],
                             input_dict_ort_values: Dict[str, Any],

@@ -315,7 +315,7 @@ class _Reader:
         self.charge()
         op, name = self.text(n, _N_OP), self.text(n, _N_NAME)
         attrs = self.attributes(n, _N_ATTRS, "%s node %r" % (op, name)) \
-            if n._field(_N_ATTRS) else {}
+            if n.field_offset(_N_ATTRS) else {}
         return ir.Node(op, self.strings(n, _N_INPUTS), self.strings(n, _N_OUTPUTS), attrs,
                        self.text(n, _N_DOMAIN), name, self.text(n, _N_DOC))
 

@@ -52,17 +52,18 @@ class Table:
         """The root table of a buffer."""
         return cls(buf, _U32(buf, 0)[0])
 
-    def _field(self, i: int) -> int:
+    def field_offset(self, i: int) -> int:
+        """Offset of field `i` inside the table (0: the field is absent)."""
         f = self.fields
         return f[i] if i < len(f) else 0
 
     def scalar(self, i: int, kind: struct.Struct, default: Any = 0) -> Any:
         """A scalar field (kind: BOOL, BYTE, U16, I32, I64, U64, F64)."""
-        o = self._field(i)
+        o = self.field_offset(i)
         return kind.unpack_from(self.buf, self.pos + o)[0] if o else default
 
     def _ref(self, i: int) -> int:
-        o = self._field(i)
+        o = self.field_offset(i)
         if not o:
             return 0
         p = self.pos + o

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import dtypes, ir
 from ..errors import InvalidArgument
-from ..onnx_writer import _encode, _value_kind, tensor_raw_bytes
+from ..onnx_writer import attribute_kind, encode_text, tensor_raw_bytes
 from .fb import Attribute as _A
 from .fb import Function as _F
 from .fb import Graph as _G
@@ -91,7 +91,7 @@ class _Builder:
 
     # -- vectors and strings
     def s(self, text: Optional[Union[str, bytes]]) -> Optional[int]:
-        return self.b.CreateString(_encode(text)) if text else None
+        return self.b.CreateString(encode_text(text)) if text else None
 
     def offsets(self, start: Callable[[Any, int], Any], items: Sequence[int]) -> int:
         start(self.b, len(items))
@@ -100,7 +100,7 @@ class _Builder:
         return self.b.EndVector()
 
     def strings(self, start: Callable[[Any, int], Any], items: Sequence[Any]) -> int:
-        return self.offsets(start, [self.b.CreateString(_encode(x)) for x in items])
+        return self.offsets(start, [self.b.CreateString(encode_text(x)) for x in items])
 
     def longs(self, values: Sequence[int]) -> int:
         return self.b.CreateNumpyVector(np.asarray(list(values), dtype=np.int64).reshape(-1))
@@ -199,7 +199,7 @@ class _Builder:
     # -- attributes, nodes, graphs
     def attribute(self, name: str, value: Any) -> int:
         b = self.b
-        kind = _value_kind(value)
+        kind = attribute_kind(value)
         ref = value.ref_attr_name if isinstance(value, ir.AttrRef) else None
         if kind == 0 and ref is None:
             raise InvalidArgument("attribute %r: cannot store a %s value (%r) as an attribute"
@@ -208,7 +208,7 @@ class _Builder:
         ref_off = self.s(ref)
         field: Optional[Tuple[Callable[[Any, int], Any], int]] = None
         if kind == _STRING:
-            field = (_A.AddS, b.CreateString(_encode(value)))
+            field = (_A.AddS, b.CreateString(encode_text(value)))
         elif kind == _TENSOR:
             field = (_A.AddT, self.tensor(value))
         elif kind == _GRAPH:

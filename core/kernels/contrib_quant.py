@@ -20,7 +20,7 @@ from .. import dtypes
 from ..errors import InvalidArgument
 from ._util import norm_axis
 from .pool import average_pool
-from .quantization import _INT_RANGES, dequantize_linear, dynamic_quantize_linear, quantize_linear
+from .quantization import INT_RANGES, dequantize_linear, dynamic_quantize_linear, quantize_linear
 from .registry import register
 
 MS = "com.microsoft"
@@ -58,7 +58,7 @@ def _int_dtype(op: str, ref: np.ndarray, what: str) -> np.dtype:
 
 def saturate_round(y: np.ndarray, zero_point: Any, dtype: np.dtype) -> np.ndarray:
     """round_half_even(y) + zero_point saturated into the integer `dtype` (y in float32)."""
-    lo, hi = _INT_RANGES[dtypes.from_numpy(np.dtype(dtype))]
+    lo, hi = INT_RANGES[dtypes.from_numpy(np.dtype(dtype))]
     q = np.rint(np.asarray(y, dtype=_F32)) + _F32(zero_point)
     return np.clip(q, lo, hi).astype(dtype)
 
@@ -459,7 +459,7 @@ def qlinear_average_pool(X: np.ndarray, x_scale: np.ndarray, x_zero_point: Optio
     if channels_last:
         y = np.moveaxis(y, 1, -1)
     out_dt = _out_dtype(op, y_zero_point, x)
-    lo, hi = _INT_RANGES[dtypes.from_numpy(out_dt)]
+    lo, hi = INT_RANGES[dtypes.from_numpy(out_dt)]
     q = (y.astype(_F32) / _scalar(op, y_scale, "y_scale")).astype(_F32)   # zero point added
     q = q + _F32(_zp_value(op, y_zero_point, "y_zero_point"))              # before rounding
     return np.clip(np.rint(q), lo, hi).astype(out_dt)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from .quantization import dynamic_quantize_linear
-from .recurrent import _activations, _clipper, _Setup
+from .recurrent import RecurrentSetup, activation_functions, make_clipper
 from .registry import register
 
 MS = "com.microsoft"
@@ -89,7 +89,7 @@ def dynamic_quantize_lstm(X: np.ndarray, W: np.ndarray, R: np.ndarray,
     if w.ndim != 3 or r.ndim != 3:
         raise InvalidArgument("%s: W and R must be 3-D ([dirs, input, 4H], [dirs, H, 4H]), got "
                               "%s and %s" % (op, w.shape, r.shape))
-    s = _Setup(op, 4, x, np.zeros(w.shape, _F32).transpose(0, 2, 1),
+    s = RecurrentSetup(op, 4, x, np.zeros(w.shape, _F32).transpose(0, 2, 1),
                np.zeros(r.shape, _F32).transpose(0, 2, 1), B, sequence_lens,
                [("initial_h", initial_h), ("initial_c", initial_c)], direction, hidden_size, 0)
     hid = s.hid
@@ -97,9 +97,9 @@ def dynamic_quantize_lstm(X: np.ndarray, W: np.ndarray, R: np.ndarray,
     if p.shape != (s.dirs, 3 * hid):
         raise InvalidArgument("%s: expected P of shape %s, got %s"
                               % (op, (s.dirs, 3 * hid), p.shape))
-    acts = _activations(op, activations, ["Sigmoid", "Tanh", "Tanh"], s.dirs, activation_alpha,
+    acts = activation_functions(op, activations, ["Sigmoid", "Tanh", "Tanh"], s.dirs, activation_alpha,
                         activation_beta)
-    clipped = _clipper(clip)
+    clipped = make_clipper(clip)
     flat = s.x.reshape(-1, s.x.shape[-1])
     # onnxruntime splits the batch over its threads when batch > 4 or (batch >= 2 and H <= 256),
     # quantizing each chunk of h separately; with at least as many threads as rows (the usual

@@ -13,11 +13,13 @@ from .registry import register
 ML = "ai.onnx.ml"
 
 
-def _text(v: Any) -> str:
+def text_of(v: Any) -> str:
+    """A string tensor element or attribute as str (tensor elements may be bytes)."""
     return v.decode("utf-8") if isinstance(v, bytes) else str(v)
 
 
-def _is_str_array(x: np.ndarray) -> bool:
+def is_str_array(x: np.ndarray) -> bool:
+    """True for a tensor of strings (object, unicode or bytes dtype)."""
     return x.dtype == object or x.dtype.kind in "US"
 
 
@@ -30,7 +32,7 @@ TRANSFORMS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 
 def transform_code(op: str, name: Any) -> str:
     """The post_transform attribute as one of TRANSFORMS; InvalidArgument naming `op` otherwise."""
-    text = _text(name) if name is not None else "NONE"
+    text = text_of(name) if name is not None else "NONE"
     if text not in TRANSFORMS:
         raise InvalidArgument("%s: post_transform %r is not one of %s"
                               % (op, text, ", ".join(TRANSFORMS)))
@@ -109,7 +111,7 @@ def class_labels(op: str, strings: Optional[List[Any]], ints: Optional[List[int]
     """The classlabels_strings (object array) or classlabels_ints / int64s (int64 array)."""
     if strings:
         out = np.empty(len(strings), dtype=object)
-        out[:] = [_text(v) for v in strings]
+        out[:] = [text_of(v) for v in strings]
         return out
     if ints:
         return np.asarray(ints, dtype=np.int64)
@@ -156,7 +158,7 @@ def _encode(op: str, x: np.ndarray, keys: List[Any], values: List[Any], default:
     if len(keys) != len(values):
         raise InvalidArgument("%s: %d keys but %d values" % (op, len(keys), len(values)))
     table = _Lookup(keys, values)
-    items = [_text(v) for v in x.reshape(-1).tolist()] if _is_str_array(x) else x.reshape(-1).tolist()
+    items = [text_of(v) for v in x.reshape(-1).tolist()] if is_str_array(x) else x.reshape(-1).tolist()
     out = [table.get(k, default) for k in items]
     if out_dtype == object:
         arr = np.empty(len(out), dtype=object)
@@ -171,19 +173,19 @@ def label_encoder_1(X: np.ndarray, classes_strings: Optional[List[str]] = None,
     """LabelEncoder-1: strings to their index in classes_strings, or indices to strings."""
     op = "LabelEncoder"
     x = np.asarray(X)
-    classes = [_text(s) for s in (classes_strings or [])]
-    if _is_str_array(x):
+    classes = [text_of(s) for s in (classes_strings or [])]
+    if is_str_array(x):
         return _encode(op, x, classes, list(range(len(classes))), int(default_int64), np.int64)
     return _encode(op, x.astype(np.int64), list(range(len(classes))), classes,
-                   _text(default_string), object)
+                   text_of(default_string), object)
 
 
 def _keys_values(op: str, x: np.ndarray, attrs: Dict[str, Any]):
     keys = None
     if attrs.get("keys_tensor") is not None:
         kt = np.asarray(attrs["keys_tensor"]).reshape(-1)
-        keys = [_text(v) for v in kt.tolist()] if _is_str_array(kt) else kt.tolist()
-    for name, conv in (("keys_strings", _text), ("keys_int64s", int), ("keys_floats", float)):
+        keys = [text_of(v) for v in kt.tolist()] if is_str_array(kt) else kt.tolist()
+    for name, conv in (("keys_strings", text_of), ("keys_int64s", int), ("keys_floats", float)):
         if keys is None and attrs.get(name) is not None:
             keys = [conv(v) for v in attrs[name]]
     if keys is None:
@@ -191,11 +193,11 @@ def _keys_values(op: str, x: np.ndarray, attrs: Dict[str, Any]):
                               % op)
     if attrs.get("values_tensor") is not None:
         vt = np.asarray(attrs["values_tensor"]).reshape(-1)
-        if _is_str_array(vt):
-            return keys, [_text(v) for v in vt.tolist()], object, "_Unused"
+        if is_str_array(vt):
+            return keys, [text_of(v) for v in vt.tolist()], object, "_Unused"
         return keys, vt.tolist(), vt.dtype, vt.dtype.type(-1 if vt.dtype.kind in "iu" else -0.0)
     if attrs.get("values_strings") is not None:
-        return keys, [_text(v) for v in attrs["values_strings"]], object, None
+        return keys, [text_of(v) for v in attrs["values_strings"]], object, None
     if attrs.get("values_int64s") is not None:
         return keys, [int(v) for v in attrs["values_int64s"]], np.int64, None
     if attrs.get("values_floats") is not None:
@@ -223,20 +225,20 @@ def label_encoder_2(X: np.ndarray, default_float: float = -0.0, default_int64: i
                  values_int64s=values_int64s, values_strings=values_strings,
                  values_tensor=values_tensor)
     keys, values, out_dt, tensor_default = _keys_values(op, x, attrs)
-    if not _is_str_array(x) and keys and isinstance(keys[0], str):
+    if not is_str_array(x) and keys and isinstance(keys[0], str):
         raise InvalidArgument("%s: string keys need a string input, got %s" % (op, x.dtype))
     if default_tensor is not None:
         dv = np.asarray(default_tensor).reshape(-1)
-        default = _text(dv[0]) if _is_str_array(dv) else dv.tolist()[0]
+        default = text_of(dv[0]) if is_str_array(dv) else dv.tolist()[0]
     elif out_dt == object:
-        default = _text(default_string)
+        default = text_of(default_string)
     elif out_dt == np.int64 and tensor_default is None:
         default = int(default_int64)
     elif out_dt == np.float32 and tensor_default is None:
         default = float(default_float)
     else:
         default = tensor_default
-    if not _is_str_array(x) and x.dtype.kind == "f":
+    if not is_str_array(x) and x.dtype.kind == "f":
         keys = [float(k) for k in keys]
     return _encode(op, x, keys, values, default, out_dt)
 

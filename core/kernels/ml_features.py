@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from ..errors import InvalidArgument
-from .ml import ML, _is_str_array, _text, class_labels
+from .ml import ML, class_labels, is_str_array, text_of
 from .registry import register
 
 
@@ -59,15 +59,15 @@ def one_hot_encoder(X: np.ndarray, cats_int64s: Optional[List[int]] = None,
     value gives a zero row (zeros=1) or an error (zeros=0)."""
     op = "OneHotEncoder"
     x = np.asarray(X)
-    if _is_str_array(x):
-        cats = [_text(c) for c in (cats_strings or [])]
-        items = [_text(v) for v in x.reshape(-1).tolist()]
+    if is_str_array(x):
+        cats = [text_of(c) for c in (cats_strings or [])]
+        items = [text_of(v) for v in x.reshape(-1).tolist()]
     else:
         cats = [int(c) for c in (cats_int64s or [])]
         items = x.reshape(-1).astype(np.int64).tolist()
     if not cats:
         raise InvalidArgument("%s: needs cats_%s for %s input"
-                              % (op, "strings" if _is_str_array(x) else "int64s", x.dtype))
+                              % (op, "strings" if is_str_array(x) else "int64s", x.dtype))
     index = {c: i for i, c in enumerate(cats)}
     pos = np.asarray([index.get(v, -1) for v in items], dtype=np.int64)
     if not int(zeros) and (pos < 0).any():
@@ -106,18 +106,18 @@ def category_mapper(X: np.ndarray, cats_int64s: Optional[List[int]] = None,
     """CategoryMapper-1: strings to their paired int64 or int64s to their paired string."""
     op = "CategoryMapper"
     ints = [int(v) for v in (cats_int64s or [])]
-    strs = [_text(v) for v in (cats_strings or [])]
+    strs = [text_of(v) for v in (cats_strings or [])]
     if len(ints) != len(strs) or not ints:
         raise InvalidArgument("%s: cats_int64s (%d) and cats_strings (%d) must pair up"
                               % (op, len(ints), len(strs)))
     x = np.asarray(X)
-    if _is_str_array(x):
+    if is_str_array(x):
         table = dict(zip(strs, ints))
-        out = [table.get(_text(v), int(default_int64)) for v in x.reshape(-1).tolist()]
+        out = [table.get(text_of(v), int(default_int64)) for v in x.reshape(-1).tolist()]
         return np.asarray(out, dtype=np.int64).reshape(x.shape)
     table2 = dict(zip(ints, strs))
     items = x.reshape(-1).astype(np.int64).tolist()
-    return _objects([table2.get(v, _text(default_string)) for v in items], x.shape)
+    return _objects([table2.get(v, text_of(default_string)) for v in items], x.shape)
 
 
 def _map_values_dtype(values: List[Any]) -> Any:
@@ -139,8 +139,8 @@ def dict_vectorizer(X: Dict[Any, Any], int64_vocabulary: Optional[List[int]] = N
     if not isinstance(X, dict):
         raise InvalidArgument("%s: X must be a map (dict), got %s" % (op, type(X).__name__))
     if string_vocabulary:
-        vocab: List[Any] = [_text(v) for v in string_vocabulary]
-        data = {_text(k): v for k, v in X.items()}
+        vocab: List[Any] = [text_of(v) for v in string_vocabulary]
+        data = {text_of(k): v for k, v in X.items()}
     elif int64_vocabulary:
         vocab = [int(v) for v in int64_vocabulary]
         data = {int(k): v for k, v in X.items()}
@@ -148,7 +148,7 @@ def dict_vectorizer(X: Dict[Any, Any], int64_vocabulary: Optional[List[int]] = N
         raise InvalidArgument("%s: needs string_vocabulary or int64_vocabulary" % op)
     dtype = _map_values_dtype(list(X.values()))
     if dtype == object:
-        return _objects([_text(data[k]) if k in data else "" for k in vocab], (1, len(vocab)))
+        return _objects([text_of(data[k]) if k in data else "" for k in vocab], (1, len(vocab)))
     return np.asarray([data.get(k, 0) for k in vocab], dtype=dtype).reshape(1, len(vocab))
 
 
@@ -186,9 +186,9 @@ def _leading_int(text: str) -> int:
 
 def _cast_one(value: Any, to: str) -> Any:
     if to == "TO_STRING":
-        return _text(value) if isinstance(value, (str, bytes)) else "%f" % float(np.float32(value))
+        return text_of(value) if isinstance(value, (str, bytes)) else "%f" % float(np.float32(value))
     if isinstance(value, (str, bytes)):
-        return float(_text(value)) if to == "TO_FLOAT" else _leading_int(_text(value))
+        return float(text_of(value)) if to == "TO_FLOAT" else _leading_int(text_of(value))
     return float(value) if to == "TO_FLOAT" else int(np.float32(value))
 
 
@@ -200,8 +200,8 @@ def cast_map(X: Dict[int, Any], cast_to: Any = "TO_FLOAT", map_form: Any = "DENS
     op = "CastMap"
     if not isinstance(X, dict):
         raise InvalidArgument("%s: X must be a map (dict), got %s" % (op, type(X).__name__))
-    to = _text(cast_to)
-    form = _text(map_form)
+    to = text_of(cast_to)
+    form = text_of(map_form)
     if to not in ("TO_FLOAT", "TO_STRING", "TO_INT64"):
         raise InvalidArgument("%s: cast_to %r is not TO_FLOAT, TO_STRING or TO_INT64" % (op, to))
     if form not in ("DENSE", "SPARSE"):

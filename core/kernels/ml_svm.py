@@ -7,8 +7,8 @@ from typing import Any, List, Optional
 import numpy as np
 
 from ..errors import InvalidArgument
-from .ml import (ML, _text, apply_transform, as_float_matrix, class_labels, expand_binary,
-                 ort_logistic, ort_probit, transform_code)
+from .ml import (ML, apply_transform, as_float_matrix, class_labels, expand_binary, ort_logistic,
+                 ort_probit, text_of, transform_code)
 from .registry import register
 
 KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
@@ -34,7 +34,7 @@ def _kernel_matrix(op: str, x: np.ndarray, vectors: np.ndarray, kernel: str,
 
 
 def _kernel_name(op: str, kernel_type: Any) -> str:
-    name = _text(kernel_type) if kernel_type is not None else "LINEAR"
+    name = text_of(kernel_type) if kernel_type is not None else "LINEAR"
     if name not in KERNELS:
         raise InvalidArgument("%s: kernel_type %r is not one of %s"
                               % (op, name, ", ".join(KERNELS)))

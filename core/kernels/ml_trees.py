@@ -11,7 +11,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 import numpy as np
 
 from ..errors import InvalidArgument, NotImplemented
-from .ml import ML, _text, apply_transform, class_labels, expand_binary, ort_probit, transform_code
+from .ml import ML, apply_transform, class_labels, expand_binary, ort_probit, text_of, transform_code
 from .registry import register
 
 _MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4,
@@ -73,7 +73,7 @@ def build_forest(op: str, attrs: Dict[str, Any], n_targets: int, prefix: str) ->
         raise InvalidArgument("%s: the tree has no nodes (nodes_treeids is empty)" % op)
     node_ids = np.asarray(attrs["nodes_nodeids"] or [], dtype=np.int64)
     feature = np.asarray(attrs["nodes_featureids"] or [], dtype=np.int64)
-    modes_text = [_text(m) for m in (attrs["nodes_modes"] or [])]
+    modes_text = [text_of(m) for m in (attrs["nodes_modes"] or [])]
     unknown = [m for m in modes_text if m not in _MODES]
     if unknown:
         raise InvalidArgument("%s: node mode %r is not one of %s"
@@ -243,7 +243,7 @@ def _evaluate(op: str, X: np.ndarray, forest: Forest, agg: str, n_features_neede
 
 
 def _aggregate_name(op: str, value: Any) -> str:
-    name = _text(value) if value is not None else "SUM"
+    name = text_of(value) if value is not None else "SUM"
     if name not in _AGGREGATES:
         raise InvalidArgument("%s: aggregate_function %r is not one of %s"
                               % (op, name, _AGGREGATES))

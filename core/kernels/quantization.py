@@ -18,7 +18,7 @@ from .conv import _conv_core, conv_setup
 from .registry import register
 from ._util import norm_axis
 
-_INT_RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767),
+INT_RANGES = {2: (0, 255), 3: (-128, 127), 4: (0, 65535), 5: (-32768, 32767),
                21: (0, 15), 22: (-8, 7), 25: (0, 3), 26: (-2, 1)}
 _FLOAT8 = {17, 18, 19, 20}
 _FLOAT4 = {23}
@@ -69,8 +69,8 @@ def quantize(x: np.ndarray, scale: np.ndarray, zero_point: Optional[np.ndarray],
             dt = np.dtype(np.float32)
         q = x.astype(dt) / scale.astype(dt)
     q = _float_of(np.asarray(q))
-    if code in _INT_RANGES:
-        lo, hi = _INT_RANGES[code]
+    if code in INT_RANGES:
+        lo, hi = INT_RANGES[code]
         out_dt = dtypes.to_numpy(code)
         with np.errstate(invalid="ignore"):
             qi = np.rint(q)
@@ -104,7 +104,7 @@ def quantize_linear(x: np.ndarray, y_scale: np.ndarray, y_zero_point: Optional[n
                                   % (op, dtypes.lookup(code).name, dtypes.lookup(zcode).name))
         code = zcode
     code = code or dtypes.UINT8
-    if code not in _INT_RANGES and code not in _FLOAT8 and code not in _FLOAT4:
+    if code not in INT_RANGES and code not in _FLOAT8 and code not in _FLOAT4:
         raise InvalidArgument("%s: output type %s is not a quantized type" % (op, dtypes.lookup(code).name))
     x = np.asarray(x)
     s = _expand(op, "y_scale", y_scale, x.shape, axis, int(block_size))
@@ -190,7 +190,7 @@ def qlinear_matmul(a: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray,
     sy = np.asarray(y_scale).astype(np.float32)
     mult = (sa * sb / sy).astype(np.float64)
     y = acc * mult + np.asarray(y_zero_point).astype(np.float64)
-    lo, hi = _INT_RANGES[code]
+    lo, hi = INT_RANGES[code]
     return np.clip(np.rint(y), lo, hi).astype(dtypes.to_numpy(code))
 
 
@@ -237,6 +237,6 @@ def qlinear_conv(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray, w
             / np.float32(np.asarray(y_scale).reshape(()))).astype(np.float64)
     y = acc * (mult.reshape(per_ch) if mult.ndim else mult)
     code = _qtype_code(op, np.asarray(y_zero_point), "y_zero_point")
-    lo, hi = _INT_RANGES[code]
+    lo, hi = INT_RANGES[code]
     y = y + float(np.asarray(y_zero_point).reshape(()))
     return np.clip(np.rint(y), lo, hi).astype(dtypes.to_numpy(code))

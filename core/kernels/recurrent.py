@@ -67,9 +67,9 @@ def _make_act(name: str, alpha: float, beta: float) -> Act:
     return lambda x: np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
-def _activations(op: str, names: Optional[Sequence[str]], defaults: Sequence[str], dirs: int,
-                 alphas: Optional[Sequence[float]], betas: Optional[Sequence[float]]
-                 ) -> List[List[Act]]:
+def activation_functions(op: str, names: Optional[Sequence[str]], defaults: Sequence[str],
+                         dirs: int, alphas: Optional[Sequence[float]],
+                         betas: Optional[Sequence[float]]) -> List[List[Act]]:
     """Per direction, the op's activation functions (names default to `defaults`)."""
     per = len(defaults)
     names = list(defaults) * dirs if not names else [str(n) for n in names]
@@ -94,7 +94,7 @@ def _activations(op: str, names: Optional[Sequence[str]], defaults: Sequence[str
     return [fns[d * per:(d + 1) * per] for d in range(dirs)]
 
 
-class _Setup:
+class RecurrentSetup:
     """The checked, layout-normalised operands of one recurrent node."""
 
     def __init__(self, op: str, gates: int, x: np.ndarray, w: np.ndarray, r: np.ndarray,
@@ -191,14 +191,16 @@ class _Setup:
                      for v in [y] + states)
 
 
-def _clipper(clip: Optional[float]) -> Callable[[np.ndarray], np.ndarray]:
+def make_clipper(clip: Optional[float]) -> Callable[[np.ndarray], np.ndarray]:
+    """The `clip` attribute as a function clamping gate inputs to [-clip, clip] (identity
+    when absent)."""
     if clip is None:
         return lambda v: v
     c = float(clip)
     return lambda v: np.clip(v, -c, c)
 
 
-def _project(s: _Setup, d: int, gates: int) -> np.ndarray:
+def _project(s: RecurrentSetup, d: int, gates: int) -> np.ndarray:
     """X @ W[d]^T + Wb[d] for every time step at once: [seq, batch, gates * hidden]."""
     xw = np.matmul(s.x, s.w[d].T)
     xw += s.b[d, :gates * s.hid]
@@ -214,11 +216,11 @@ def rnn(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Optional[np.ndarray] = N
         direction: str = "forward", hidden_size: Optional[int] = None, layout: int = 0,
         output_sequence: int = 0) -> tuple:
     """ONNX RNN: H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb); returns (Y, Y_h)."""
-    s = _Setup("RNN", 1, x, w, r, b, sequence_lens, [("initial_h", initial_h)], direction,
+    s = RecurrentSetup("RNN", 1, x, w, r, b, sequence_lens, [("initial_h", initial_h)], direction,
                hidden_size, layout)
-    acts = _activations("RNN", activations, ["Tanh"], s.dirs, activation_alpha,
+    acts = activation_functions("RNN", activations, ["Tanh"], s.dirs, activation_alpha,
                         activation_beta)
-    clipped = _clipper(clip)
+    clipped = make_clipper(clip)
     ys, finals = [], []
     for d in range(s.dirs):
         f = acts[d][0]
@@ -241,11 +243,11 @@ def gru(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Optional[np.ndarray] = N
         direction: str = "forward", hidden_size: Optional[int] = None, layout: int = 0,
         linear_before_reset: int = 0, output_sequence: int = 0) -> tuple:
     """ONNX GRU (gates z, r, h), with or without linear_before_reset; returns (Y, Y_h)."""
-    s = _Setup("GRU", 3, x, w, r, b, sequence_lens, [("initial_h", initial_h)], direction,
+    s = RecurrentSetup("GRU", 3, x, w, r, b, sequence_lens, [("initial_h", initial_h)], direction,
                hidden_size, layout)
-    acts = _activations("GRU", activations, ["Sigmoid", "Tanh"], s.dirs, activation_alpha,
+    acts = activation_functions("GRU", activations, ["Sigmoid", "Tanh"], s.dirs, activation_alpha,
                         activation_beta)
-    clipped = _clipper(clip)
+    clipped = make_clipper(clip)
     hid = s.hid
     ys, finals = [], []
     for d in range(s.dirs):
@@ -279,7 +281,7 @@ def lstm(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Optional[np.ndarray] = 
          direction: str = "forward", hidden_size: Optional[int] = None, input_forget: int = 0,
          layout: int = 0, output_sequence: int = 0) -> tuple:
     """ONNX LSTM (gates i, o, f, c; peepholes P = i, o, f); returns (Y, Y_h, Y_c)."""
-    s = _Setup("LSTM", 4, x, w, r, b, sequence_lens,
+    s = RecurrentSetup("LSTM", 4, x, w, r, b, sequence_lens,
                [("initial_h", initial_h), ("initial_c", initial_c)], direction, hidden_size,
                layout)
     hid = s.hid
@@ -288,9 +290,9 @@ def lstm(x: np.ndarray, w: np.ndarray, r: np.ndarray, b: Optional[np.ndarray] = 
     elif p.shape != (s.dirs, 3 * hid):
         raise InvalidArgument("LSTM: expected P of shape %s, got %s" % ((s.dirs, 3 * hid), p.shape))
     p = p.astype(s.x.dtype)
-    acts = _activations("LSTM", activations, ["Sigmoid", "Tanh", "Tanh"], s.dirs,
+    acts = activation_functions("LSTM", activations, ["Sigmoid", "Tanh", "Tanh"], s.dirs,
                         activation_alpha, activation_beta)
-    clipped = _clipper(clip)
+    clipped = make_clipper(clip)
     ys, finals = [], []
     for d in range(s.dirs):
         f, g, h_act = acts[d]

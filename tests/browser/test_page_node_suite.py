@@ -4,7 +4,8 @@ Python 3.8, numpy 1.17.5), every case that build supports, compared like tests/c
 The page's results must equal what the native Python 3.8 + numpy 1.17.5 run gives on the same
 cases: that run's failures are the CPU expected-failures file's lines whose conditions hold for
 Python 3.8 / numpy 1.17 (test38 holds the native run to that file). Cases that fail only in the
-page are listed with their reason in expected_failures_page.txt (same format).
+page are listed with their reason in tests/conformance/expected_failures/page.txt (the providers'
+format, next to their files).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from tests.conformance import expected as expected_file  # noqa: E402
 import node_suite_archive  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PAGE_EXPECTED = os.path.join(HERE, "expected_failures_page.txt")
+PAGE_EXPECTED = os.path.join(expected_file.FOLDER, "page.txt")
 CPU_EXPECTED = expected_file.path_for("CPUExecutionProvider")
 PYODIDE_VERSIONS = {"python": (3, 8, 2), "numpy": (1, 17, 5)}
 BATCH = 50

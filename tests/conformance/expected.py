@@ -19,6 +19,8 @@ FLAKY = "flaky"
 
 HEADER = """\
 # Expected failures of the ONNX backend node suite on {provider} (cases of onnx {onnx}).
+# Not CPU: cases of the ops its table lists that it claims, run with [{provider}, CPU]
+# (tests/conformance/providers.py); a listed case it no longer claims must lose its line too.
 # One line per case: `case_name  # reason` (a reason is mandatory). The list only shrinks:
 # when a case passes, the conformance tests fail until its line is deleted.
 # A reason starting with `[numpy<2]`, `[python<3.10]` (comparisons of python / numpy versions,

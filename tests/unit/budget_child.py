@@ -39,6 +39,15 @@ def limit_address_space() -> None:
 
 
 def maxrss_bytes() -> int:
+    """This process's peak resident size: VmHWM (its own; ru_maxrss keeps the parent's peak
+    across exec on Linux, which would hide growth under a big pytest parent)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 

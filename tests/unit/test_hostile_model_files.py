@@ -56,7 +56,13 @@ _CHILD = textwrap.dedent("""
                "sums": sorted({float(np.asarray(v, dtype=np.float64).sum()) for v in inits.values()})}
     except onnxedge.OnnxEdgeError as e:
         out = {"error": type(e).__name__, "message": str(e)}
-    out["maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM is this process's own peak (ru_maxrss keeps the parent's across exec on Linux:
+    # under a big pytest process it would report the parent's size)
+    try:
+        hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+        out["maxrss_kb"] = int(hwm.split()[1])
+    except (OSError, IndexError):
+        out["maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps(out))
 """)
 

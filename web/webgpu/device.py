@@ -173,7 +173,7 @@ class CommandList:
         return len(self.readbacks) - 1
 
 
-def _round_capacity(nbytes: int) -> int:
+def round_capacity(nbytes: int) -> int:
     """Pool size classes: powers of two up to 1 MiB, then multiples of 1 MiB (bounded waste)."""
     nbytes = max(16, (nbytes + 15) // 16 * 16)
     if nbytes <= 1 << 20:
@@ -201,7 +201,7 @@ class Device:
     # -- buffers
     def acquire(self, nbytes: int, kind: str = "storage") -> Buffer:
         """A buffer of at least `nbytes` from the pool (or a new one); give it back with release."""
-        cap = _round_capacity(nbytes)
+        cap = round_capacity(nbytes)
         with self._lock:
             free = self._pool.get((kind, cap))
             if free:
@@ -222,7 +222,7 @@ class Device:
 
     def create_buffer(self, nbytes: int, kind: str = "storage") -> Buffer:
         """A buffer not drawn from the pool (persistent data such as weights)."""
-        cap = _round_capacity(nbytes)
+        cap = round_capacity(nbytes)
         with self._lock:
             self._next_id += 1
             bid = self._next_id
@@ -442,6 +442,12 @@ def default_device(power_preference: str = "high-performance", want_f16: bool = 
         return dev
 
 
+def has_default_device() -> bool:
+    """True once a default device was created, installed or found missing (a cached failure)."""
+    with _DEFAULT_LOCK:
+        return bool(_DEFAULT)
+
+
 def set_default_device(device: Device, power_preference: str = "high-performance",
                        want_f16: bool = False) -> None:
     """Install a device (e.g. the page backend inside Pyodide) as the default for these options."""
@@ -450,5 +456,5 @@ def set_default_device(device: Device, power_preference: str = "high-performance
 
 
 __all__ = ["AdapterInfo", "Buffer", "Pipeline", "Dispatch", "Copy", "Readback", "CommandList",
-           "Device", "WgpuDevice", "default_device", "set_default_device", "pack_uniforms",
-           "UNIFORM_ALIGN", "MAX_WORKGROUPS"]
+           "Device", "WgpuDevice", "default_device", "has_default_device", "set_default_device",
+           "pack_uniforms", "round_capacity", "UNIFORM_ALIGN", "MAX_WORKGROUPS"]

@@ -77,7 +77,7 @@ class WebGpuExecutionProvider(ExecutionProvider):
         A "no" is cached until `refresh()`; a device installed since (device_js.install) is
         always seen."""
         with cls._lock:
-            if _device._DEFAULT:
+            if _device.has_default_device():
                 cls._available = True
             elif cls._available is None:
                 try:

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import template
-from .device import MAX_WORKGROUPS, CommandList, Device, Pipeline, _round_capacity
+from .device import MAX_WORKGROUPS, CommandList, Device, Pipeline, round_capacity
 
 MAX_RANK = 8
 
@@ -210,7 +210,7 @@ class Recorder:
         the pool; released after the run). `upload`: to be written by an upload, so never a
         buffer freed in this run."""
         n = max(4, int(np.prod(shape, dtype=np.int64)) * self.storage_dtype(dtype).itemsize)
-        cap = _round_capacity(n)
+        cap = round_capacity(n)
         fits = [] if upload else [c for c in self._free if c >= cap]
         if fits:   # best fit: the smallest free buffer that holds it
             best = min(fits)
