@@ -296,7 +296,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse(argv)
     from playwright.sync_api import sync_playwright
     from onnxedge.web.bundle import build_bundle
-    from onnxedge.web.serve import PageServer
+    from onnxedge.web.static_server import PageServer
     started = time.perf_counter()
     paths = model_files(args.model_dir, args.models)
     configs = [c for c in CONFIGS if c in args.configs]

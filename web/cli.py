@@ -33,7 +33,7 @@ def cmd_web_fetch(args: argparse.Namespace) -> int:
 
 def cmd_web_serve(args: argparse.Namespace) -> int:
     """Serve a bundle folder on localhost until Ctrl-C / SIGTERM."""
-    from .serve import serve
+    from .static_server import serve
     return serve(args.folder, port=args.port, host=args.host, quiet=args.quiet)
 
 

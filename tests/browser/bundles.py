@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import pytest
 
-from onnxedge.web.serve import PageServer
+from onnxedge.web.static_server import PageServer
 from server import local_only_context
 
 BUNDLE_TIMINGS: Dict[str, float] = {}

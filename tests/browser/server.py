@@ -1,11 +1,11 @@
-"""The browser tests' static server (onnxedge.web.serve's PageServer: one server, not two), and
-the browser context that lets a page reach nothing but that server."""
+"""The browser tests' static server (onnxedge.web.static_server's PageServer: one server, not
+two), and the browser context that lets a page reach nothing but that server."""
 from __future__ import annotations
 
 import urllib.parse
 from typing import Any, List
 
-from onnxedge.web.serve import MIME_TYPES, PageServer
+from onnxedge.web.static_server import MIME_TYPES, PageServer
 
 __all__ = ["PageServer", "MIME_TYPES", "local_only_context"]
 

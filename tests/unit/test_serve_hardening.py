@@ -313,7 +313,7 @@ def test_listen_backlog_holds_many_pending_connections(models, tmp_path, which):
         close = server.server_close
         port = server.server_address[1]
     else:
-        from onnxedge.web.serve import PageServer
+        from onnxedge.web.static_server import PageServer
         server = PageServer({"/": str(tmp_path)})
         close = server.stop
         port = int(server.origin.rsplit(":", 1)[1])

@@ -1,5 +1,5 @@
-"""onnxedge.web.serve: MIME types, isolation headers, 404s, no escape from the served folder,
-and `onnxedge web serve` exiting cleanly on SIGTERM."""
+"""onnxedge.web.static_server: MIME types, isolation headers, 404s, no escape from the served
+folder, and `onnxedge web serve` exiting cleanly on SIGTERM."""
 from __future__ import annotations
 
 import http.client
@@ -13,7 +13,7 @@ import time
 import pytest
 
 from onnxedge.errors import InvalidArgument
-from onnxedge.web.serve import PageServer
+from onnxedge.web.static_server import PageServer
 
 FILES = {"index.html": b"<html></html>", "pyodide.asm.wasm": b"\0asm", "m.mjs": b"export {}",
          "a.js": b"1", "numpy.data": b"x", "onnxedge-0.1.0-py3-none-any.whl": b"PK",

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from onnxedge.web.serve import PageServer
+from onnxedge.web.static_server import PageServer
 
 
 def _free_port() -> int:
