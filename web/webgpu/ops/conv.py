@@ -29,7 +29,21 @@ def _check(node: Any, facts: Any) -> Optional[str]:
     if nd not in (1, 2):
         return "%d-D convolution (only 1-D and 2-D run on WebGPU)" % nd
     if node.op_type == "FusedConv":
-        return check_activation(node)
+        return check_activation(node) or _check_z(node, facts)
+    return None
+
+
+def _check_z(node: Any, facts: Any) -> Optional[str]:
+    """FusedConv's Z broadcasts like Add (fused_ops); the kernel adds one of the output's
+    shape: refuse a Z whose static shape is another than the output's static shape."""
+    if len(node.inputs) < 4 or not node.inputs[3]:
+        return None
+    z, y = facts.shape(node.inputs[3]), facts.shape(node.outputs[0])
+    static = z is not None and y is not None and \
+        all(isinstance(d, int) for d in list(z) + list(y))
+    if static and list(z) != list(y):
+        return "Z %r of shape %s is not the output's shape %s (the WebGPU kernel adds Z " \
+               "elementwise; a broadcast Z runs on CPU)" % (node.inputs[3], z, y)
     return None
 
 
