@@ -19,7 +19,9 @@ def support_table() -> "SupportTable":
     table = SupportTable("CPUExecutionProvider")
     for domain, op in registry.registered_ops():
         for spec in registry.specs_of(domain, op):
-            table.add(OpSupport(spec.domain, spec.op_type, spec.since, spec.until, None, spec.fn))
+            if spec.module.startswith(registry.KERNEL_PACKAGE + "."):   # not a user's custom op
+                table.add(OpSupport(spec.domain, spec.op_type, spec.since, spec.until, None,
+                                    spec.fn))
     return table
 
 

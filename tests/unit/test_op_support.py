@@ -92,7 +92,9 @@ def test_cpu_table_is_the_kernel_registry():
     from onnxedge.kernels import registry
     from onnxedge.providers.cpu import support_table
     table = support_table()
-    assert table.keys() == set(registry.registered_ops())
+    package = registry.KERNEL_PACKAGE + "."   # custom ops other tests registered are not listed
+    assert table.keys() == {k for k in registry.registered_ops()
+                            if any(s.module.startswith(package) for s in registry.specs_of(*k))}
     for domain, op in table.keys():
         for opset in (1, 7, 13, 17, 21):
             rec, spec = table.find(domain, op, opset), registry.find(domain, op, opset)
