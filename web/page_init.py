@@ -93,10 +93,10 @@ def refresh_providers() -> List[str]:
 async def _start_wasm(js: Any, threads: int, timeout_s: float,
                       wasm_url: Optional[str]) -> Dict[str, Any]:
     try:
-        from onnxedge.web.wasm import bridge
+        from onnxedge.web.wasm import transport
     except ImportError:
         return {"error": "this wheel has no wasm SIMD provider (onnxedge.web.wasm)"}
-    if bridge.current() is not None:   # already started (by an earlier init or the page)
+    if transport.current() is not None:   # already started (by an earlier init or the page)
         rt = js.onnxedgeWasm
         return {"threads": int(rt.threads), "note": str(rt.note)}
     isolated = _isolated(js)
@@ -118,7 +118,7 @@ async def _start_wasm(js: Any, threads: int, timeout_s: float,
     if threads > 1 and got < threads and "failed" in note:
         warnings.warn("onnxedge.web.init(threads=%d): the wasm kernels run on %s"
                       % (threads, note), RuntimeWarning, stacklevel=3)
-    bridge.install(None)   # look the started module up again
+    transport.install(None)   # look the started module up again
     return {"threads": got, "note": note}
 
 

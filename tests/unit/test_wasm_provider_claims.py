@@ -14,7 +14,7 @@ import onnxedge
 from onnxedge import model_io
 from onnxedge.errors import InvalidArgument
 from onnxedge.providers.base import CompileContext
-from onnxedge.web.wasm import bridge, claims
+from onnxedge.web.wasm import claims, transport
 from onnxedge.web.wasm.provider import WasmSimdExecutionProvider
 
 F = TensorProto.FLOAT
@@ -39,7 +39,7 @@ def _vi(name: str, shape: Optional[Sequence] = None, elem: int = F) -> onnx.Valu
 
 @pytest.fixture
 def ep() -> WasmSimdExecutionProvider:
-    return WasmSimdExecutionProvider({"kernels": bridge.Kernels()})
+    return WasmSimdExecutionProvider({"kernels": transport.Kernels()})
 
 
 def _claims(ep: WasmSimdExecutionProvider, graph) -> List[List[int]]:
@@ -136,19 +136,19 @@ def test_fused_activation_params_reach_the_epilogue():
 
 
 def test_not_available_natively_and_options_checked():
-    bridge.install(None)
+    transport.install(None)
     assert not WasmSimdExecutionProvider.is_available()
     assert "WasmSimdExecutionProvider" not in onnxedge.get_available_providers()
     with pytest.raises(InvalidArgument, match=r"onnxedgeWasm.init"):
         WasmSimdExecutionProvider()
     with pytest.raises(InvalidArgument, match=r"unknown option\(s\) \['threads'\]"):
-        WasmSimdExecutionProvider({"kernels": bridge.Kernels(), "threads": 2})
+        WasmSimdExecutionProvider({"kernels": transport.Kernels(), "threads": 2})
 
 
 def test_plan_structs_have_the_wasm32_layout_of_oxk_h():
     # oxk.h: 13 4-byte fields (sgemm), 24 (conv), 16 (pool), no padding on wasm32
-    assert (bridge.SGEMM_PLAN.size, bridge.CONV_PLAN.size, bridge.POOL_PLAN.size) == (52, 96, 64)
-    raw = bridge.SGEMM_PLAN.pack(0, 1, 7, 9, 2.0, 0.0, 0, 64, 128, bridge.BIAS_COL, 2, -1.0, 6.0)
+    assert (transport.SGEMM_PLAN.size, transport.CONV_PLAN.size, transport.POOL_PLAN.size) == (52, 96, 64)
+    raw = transport.SGEMM_PLAN.pack(0, 1, 7, 9, 2.0, 0.0, 0, 64, 128, transport.BIAS_COL, 2, -1.0, 6.0)
     ints = np.frombuffer(raw, "<i4")
     floats = np.frombuffer(raw, "<f4")
     assert list(ints[[1, 2, 3, 7, 8, 9, 10]]) == [1, 7, 9, 64, 128, 2, 2]

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxedge
 from onnxedge.errors import InvalidArgument
-from onnxedge.web.wasm import bridge
+from onnxedge.web.wasm import transport
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -37,9 +37,9 @@ def kernels():
     if not os.path.isfile(library.library_path()):
         pytest.fail("the host kernel library is missing: run `make setup` (edge/kernels/build.py)")
     k = HostKernels()
-    bridge.install(k)
+    transport.install(k)
     yield k
-    bridge.install(None)
+    transport.install(None)
 
 
 def _reference(model: Any, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:

@@ -155,7 +155,7 @@ def test_wasm_provider_modules_go_into_the_wheel_and_kernels_beside_the_page(mod
     b = bundle.build_bundle([model], str(tmp_path / "d"), providers="wasm,cpu", progress=None,
                             pyodide="https://x.invalid/p/")
     names = zipfile.ZipFile(b.wheel).namelist()
-    assert {"onnxedge/web/wasm/%s.py" % m for m in ("provider", "ops", "bridge", "claims")} <= set(names)
+    assert {"onnxedge/web/wasm/%s.py" % m for m in ("provider", "ops", "transport", "claims")} <= set(names)
     assert not [n for n in names if n.endswith((".wasm", ".js"))], "the kernels lie beside the page"
     eps = zipfile.ZipFile(b.wheel).read([n for n in names if n.endswith("entry_points.txt")][0]).decode()
     assert "WasmSimdExecutionProvider = onnxedge.web.wasm.provider:WasmSimdExecutionProvider" in eps

@@ -14,11 +14,11 @@ from typing import Any, Dict
 
 import numpy as np
 
-from onnxedge.web.wasm import bridge
+from onnxedge.web.wasm import transport
 
 
-class HostKernels(bridge.Kernels):
-    """bridge.Kernels over the host C library (see the module docstring)."""
+class HostKernels(transport.Kernels):
+    """transport.Kernels over the host C library (see the module docstring)."""
 
     backend = "host (test stand-in)"
 
@@ -69,13 +69,13 @@ class HostKernels(bridge.Kernels):
 
     def sgemm_run(self, plan: int, m: int, a: int, b: int, c: int) -> int:
         self._count("sgemm_run")
-        ta, tb, n, k, alpha, beta, pa, pb, bias, bk, act, p0, p1 = self._unpack(bridge.SGEMM_PLAN, plan)
+        ta, tb, n, k, alpha, beta, pa, pb, bias, bk, act, p0, p1 = self._unpack(transport.SGEMM_PLAN, plan)
         return self.call("oxk_sgemm", ta, tb, m, n, k, alpha, a, m if ta else k, pa, b, k if tb else n,
                          pb, beta, c, n, bias, bk, act, p0, p1)
 
     def conv_run(self, plan: int, n: int, x: int, y: int) -> int:
         self._count("conv_run")
-        v = self._unpack(bridge.CONV_PLAN, plan)
+        v = self._unpack(transport.CONV_PLAN, plan)
         (C, H, W, co, kh, kw, g, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow, act, path, p0, p1,
          weight, packw, bias) = v
         return self.call("oxk_conv2d", x, n, C, H, W, weight, packw, co, kh, kw, g, sh, sw, dh, dw,
@@ -83,7 +83,7 @@ class HostKernels(bridge.Kernels):
 
     def pool_run(self, plan: int, nc: int, x: int, y: int) -> int:
         self._count("pool_run")
-        H, W, kind, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, cip, oh, ow = self._unpack(bridge.POOL_PLAN, plan)
+        H, W, kind, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, cip, oh, ow = self._unpack(transport.POOL_PLAN, plan)
         return self.call("oxk_pool2d", x, nc, H, W, kind, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, cip,
                          y, oh, ow)
 

@@ -116,10 +116,10 @@ def _is_available(cls):
 def _wasm_ready():
     """True when the wheel has the wasm provider and the page initialized its kernels."""
     try:
-        from onnxedge.web.wasm import bridge
+        from onnxedge.web.wasm import transport
     except ImportError:
         return False
-    return bridge.current() is not None
+    return transport.current() is not None
 
 
 async def _ensure_webgpu():

@@ -13,8 +13,8 @@ import numpy as np
 
 from onnxedge import ir
 
-from . import bridge, claims
-from .bridge import Kernels
+from . import claims, transport
+from .transport import Kernels
 
 Shape = Tuple[int, ...]
 Run = Callable[[Sequence[int], int], None]
@@ -82,9 +82,9 @@ class GemmOp(Op):
         k.check(rc, "%s: packing B" % self.what)
         bias_ptr = self.keep(k.put(bias)) if bias is not None else 0
         act, (p0, p1) = claims.activation(node)
-        self.plan = self.keep(k.put_struct(bridge.SGEMM_PLAN, (
+        self.plan = self.keep(k.put_struct(transport.SGEMM_PLAN, (
             0, tb, self.N, self.K, alpha, 0.0, 0, packed, bias_ptr,
-            bridge.BIAS_COL if bias is not None else bridge.BIAS_NONE, claims.ACT[act], p0, p1)))
+            transport.BIAS_COL if bias is not None else transport.BIAS_NONE, claims.ACT[act], p0, p1)))
 
     def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
         shape = shapes[0]
@@ -154,10 +154,10 @@ class ConvOp(Op):
         act = claims.ACT[self.act]
         p0, p1 = self.params
         k, what = self.kernels, self.what
-        plan = self.keep(k.put_struct(bridge.CONV_PLAN, (
+        plan = self.keep(k.put_struct(transport.CONV_PLAN, (
             x[1], x[2], x[3], co, kh, kw, self.group, self.strides[0], self.strides[1],
             self.dil[0], self.dil[1], beg[0], beg[1], end[0], end[1], out[2], out[3],
-            0 if len(shapes) > 1 else act, bridge.CONV_AUTO, 0.0 if len(shapes) > 1 else p0,
+            0 if len(shapes) > 1 else act, transport.CONV_AUTO, 0.0 if len(shapes) > 1 else p0,
             0.0 if len(shapes) > 1 else p1, self.weight, self.packed, self.bias)))
         n, size, one = x[0], int(np.prod(out)), self.one
 
@@ -165,7 +165,7 @@ class ConvOp(Op):
             rc = k.conv_run(plan, n, ins[0], y)
             if not rc and len(ins) > 1:
                 rc = k.call("oxk_sgemm", 0, 0, 1, size, 1, 1.0, one, 1, 0, ins[1], size, 0,
-                            1.0, y, size, 0, bridge.BIAS_NONE, act, p0, p1)
+                            1.0, y, size, 0, transport.BIAS_NONE, act, p0, p1)
             if rc:
                 k.check(rc, what)
 
@@ -179,7 +179,7 @@ class PoolOp(Op):
 
     def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
         super().__init__(node, kernels, [node.inputs[0]])
-        self.kind = bridge.MAX if "Max" in node.op_type else bridge.AVG
+        self.kind = transport.MAX if "Max" in node.op_type else transport.AVG
 
     def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
         x = shapes[0]
@@ -208,7 +208,7 @@ class PoolOp(Op):
                                      int(a.get("ceil_mode", 0)))
         if min(hw) <= 0:
             return None
-        plan = self.keep(k.put_struct(bridge.POOL_PLAN, (
+        plan = self.keep(k.put_struct(transport.POOL_PLAN, (
             x[2], x[3], kind, kernel[0], kernel[1], strides[0], strides[1], dil[0], dil[1],
             beg[0], beg[1], end[0], end[1], int(a.get("count_include_pad", 0)), hw[0], hw[1])))
 

@@ -8,7 +8,7 @@ each step input is copied in once, each value used outside the step is copied ou
 buffers are allocated once per input shape and reused by later runs. A step whose inputs the
 kernels do not take (another dtype, a shape a plan rejects) runs on the CPU kernels instead.
 
-Options: `kernels` (a `bridge.Kernels`, for tests: another kernel module) and `profile` (bool:
+Options: `kernels` (a `transport.Kernels`, for tests: another kernel module) and `profile` (bool:
 record per-node and copy times in `provider.profile`, milliseconds summed over runs).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
 from onnxedge.providers.base import CompileContext, ExecutionProvider, Step, consecutive_runs
 from onnxedge.providers.support import Facts
 
-from . import bridge, claims
+from . import claims, transport
 
 F32 = np.dtype(np.float32)
 MAX_SHAPES = 8   # buffer sets kept per step (one per distinct input shapes)
@@ -41,7 +41,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
         if unknown:
             raise InvalidArgument("WasmSimdExecutionProvider: unknown option(s) %s; known: %s"
                                   % (unknown, list(self.OPTIONS)))
-        self.kernels = self.options.get("kernels") or bridge.current()
+        self.kernels = self.options.get("kernels") or transport.current()
         if self.kernels is None:
             raise InvalidArgument("WasmSimdExecutionProvider: the wasm kernel module is not "
                                   "initialized (await onnxedgeWasm.init() in the page first)")
@@ -51,7 +51,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
     @classmethod
     def is_available(cls) -> bool:
         """True inside a page whose onnxedgeWasm module is initialized."""
-        return bridge.current() is not None
+        return transport.current() is not None
 
     @property
     def threads(self) -> int:
@@ -87,7 +87,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
 class _Buffers:
     """The wasm blocks of one input-shape signature: a block per value, the bound kernels."""
 
-    def __init__(self, kernels: bridge.Kernels):
+    def __init__(self, kernels: transport.Kernels):
         self.kernels = kernels
         self.ptr: Dict[str, int] = {}
         self.shape: Dict[str, Tuple[int, ...]] = {}
