@@ -10,7 +10,7 @@ PY38        := $(VENV38)/bin/python
 STAMP       := .make
 PYTEST_ARGS ?=
 
-.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test-core test38 conformance conformance-report demo bench index clean
+.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test-core test38 conformance conformance-report demo bench operators index clean
 
 help:  ## list the targets
 	@echo "onnxedge — make targets:"
@@ -199,6 +199,9 @@ bench-browser: setup  ## only the browser part: onnxedge in Pyodide vs onnxrunti
 .PHONY: bench-serve
 bench-serve: setup  ## only `onnxedge serve`: requests/s and p99 on the MLP, 1 and 32 keep-alive clients (serve.json/.png)
 	$(PY) benchmarks/serve.py
+
+operators: $(STAMP)/venv  ## regenerate docs/OPERATORS.md (op x provider) from the providers' op-support tables
+	$(PY) -m onnxedge.providers.support --write-docs
 
 index:  ## regenerate the lazy kernel index (core/kernels/index.py)
 	$(PY) -m onnxedge.kernels.registry --write-index
