@@ -19,6 +19,7 @@ import copy
 
 from onnxedge import dtypes, fused_ops, ir
 from onnxedge.facts import Fact as Info
+from onnxedge.geometry import conv_geometry
 from onnxedge.providers import support as _support
 from onnxedge.providers.support import OpSupport, SupportTable
 
@@ -90,14 +91,7 @@ def conv_pads(node: ir.Node, in_hw: Sequence[int], kernel: Sequence[int], stride
         return [0, 0, 0, 0]
     if mode not in ("SAME_UPPER", "SAME_LOWER"):
         return None
-    begin, end = [], []
-    for size, k, s, d in zip(in_hw, kernel, strides, dilations):
-        out = -(-size // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-        small = total // 2
-        first = small if mode == "SAME_UPPER" else total - small
-        begin.append(first)
-        end.append(total - first)
+    begin, end, _ = conv_geometry(node.op_type, list(in_hw), kernel, strides, dilations, None, mode)
     return begin + end
 
 
