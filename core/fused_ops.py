@@ -88,7 +88,7 @@ C_CODES = {a.op: a.code for a in Activation if a.code is not None}
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return str(value)   # attributes are str already (see ir.py); no bytes to decode
 
 
 def activation_name(node: Any) -> str:
