@@ -1,7 +1,7 @@
 """The execution providers the node suite runs on, and how one case runs on each.
 
 CPUExecutionProvider runs every case. Every other provider P runs the cases of the ops its
-op-support table lists (`*_expanded` function bodies left out), each in a session with providers
+op-support table lists (`onnxedge.providers.support`; `*_expanded` function bodies left out), each in a session with providers
 [P, CPU]: a case is *claimed* when P runs at least one of its nodes, and *passes* when that session
 gives the suite's expected outputs. A case P does not claim is not run (the CPU run covers it).
 The bridges (Core ML, NNAPI) fix weights and shapes at translation: a case they pass over because
@@ -20,9 +20,10 @@ Where a provider runs here:
 from __future__ import annotations
 
 import gc
+import importlib
 import importlib.util
 import os
-from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import cases as node_cases
 
@@ -56,30 +57,19 @@ def _domain(domain: str) -> str:
 
 
 def table_ops(provider: str) -> Optional[FrozenSet[OpKey]]:
-    """(domain, op) of every entry of the provider's op-support table (None for CPU: every op).
+    """(domain, op) of every record of the provider's op-support table (None for CPU: every op).
 
     Raises ImportError where the provider's module does not import here.
     """
     if provider == CPU:
         return None
-    if provider == WEBGPU:
-        from onnxedge.web.webgpu.ops import OPS as webgpu_ops
-        keys: Set[Any] = set(webgpu_ops)
-    elif provider == NEON:
-        from onnxedge.edge.neon.ops import OPS as neon_ops
-        keys = set(neon_ops)
-    elif provider == WASM:
-        from onnxedge.web.wasm.claims import OPS as wasm_ops
-        keys = set(wasm_ops)
-    elif provider == COREML:
-        from onnxedge.edge.coreml.support import CHECKS
-        keys = set(CHECKS)
-    elif provider == NNAPI:
-        from onnxedge.edge.nnapi.support import OPS as nnapi_ops
-        keys = {("", op) for op in nnapi_ops}
-    else:
+    from onnxedge.providers.support import PROVIDER_TABLES
+    where = {name: loc for _, name, loc in PROVIDER_TABLES}.get(provider)
+    if where is None:
         raise ValueError("unknown provider %r (expected one of %s)" % (provider, ", ".join(PROVIDERS)))
-    return frozenset((_domain(d), op) for d, op in keys)
+    module, attr = where.split(":")
+    table = getattr(importlib.import_module(module), attr)()
+    return frozenset((_domain(d), op) for d, op in table.keys())
 
 
 def candidates(provider: str, infos: Sequence[node_cases.CaseInfo]) -> List[node_cases.CaseInfo]:
