@@ -60,11 +60,13 @@ def broadcast(a: Optional[List[Any]], b: Optional[List[Any]]) -> Optional[List[A
     return out[::-1]
 
 
-def product(dims: List[Any]) -> Optional[int]:
-    """The product of known dims, None when any is symbolic or unknown."""
+def product(dims: List[Any]) -> Any:
+    """The product of known dims; a symbolic dim when it is the only dim other than 1s; None
+    when it cannot be told."""
     if all(isinstance(d, int) for d in dims):
         return int(np.prod(dims, dtype=np.int64))
-    return None
+    rest = [d for d in dims if not (isinstance(d, int) and d == 1)]
+    return rest[0] if len(rest) == 1 and isinstance(rest[0], str) else None
 
 
 def _elem(f: Optional[Fact]) -> int:
@@ -180,7 +182,7 @@ def _constant(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
 def _constant_of_shape(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
     value = node.attributes.get("value")
     elem = dtypes.from_numpy(value.dtype) if isinstance(value, np.ndarray) else dtypes.FLOAT
-    target = ctx.input_ints(node, 0)
+    target = ctx.input_dims(node, 0)
     if target is not None:
         return [Fact(elem, target)]
     length = _shape(_first(ins))
@@ -191,7 +193,18 @@ def _constant_of_shape(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
 
 @fact_rule("Range")
 def _range(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
-    return [like(_first(ins), [None])]
+    """[n]: n = ceil((limit - start) / delta) from constants, or `limit` itself (a dim from a
+    shape) when start is 0 and delta 1."""
+    start, limit, delta = (ctx.input_dims(node, k) for k in range(3))
+    n: Any = None
+    if start is not None and limit is not None and delta is not None \
+            and len(start) == len(limit) == len(delta) == 1:
+        a, b, d = start[0], limit[0], delta[0]
+        if all(isinstance(v, int) for v in (a, b, d)) and d:
+            n = max(-(-(b - a) // d), 0)
+        elif a == 0 and d == 1:
+            n = b
+    return [like(_first(ins), [n])]
 
 
 @fact_rule("Shape")
@@ -296,7 +309,7 @@ def _unique(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
 def _reshape(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
     x = _first(ins)
     elem = _elem(x)   # the data's type only: never the shape input's int64
-    target = ctx.input_ints(node, 1)
+    target = ctx.input_dims(node, 1)
     if target is None:
         length = _shape(ins[1] if len(ins) > 1 else None)
         if length is not None and len(length) == 1 and isinstance(length[0], int):
@@ -307,15 +320,39 @@ def _reshape(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
     for i, t in enumerate(target):
         if t == 0 and not int(node.attributes.get("allowzero", 0)):
             out.append(shape[i] if shape is not None and i < len(shape) else None)
+        elif isinstance(t, int) and t < -1:
+            return [Fact(elem, None)] if elem else []   # malformed: the kernel says why
         else:
             out.append(t)
     if -1 in out:
         known = [d for d in out if d != -1]
         total = product(shape) if shape is not None else None
         rest = product(known)
-        fill = total // rest if total is not None and rest else None
+        fill = total // rest if isinstance(total, int) and isinstance(rest, int) and rest \
+            else None
+        if fill is None and shape is not None and out.count(-1) == 1:
+            fill = _leftover(shape, known)
         out = [fill if d == -1 else d for d in out]
     return [Fact(elem, out)]
+
+
+def _leftover(shape: List[Any], kept: List[Any]) -> Any:
+    """The size of the one -1 of a reshape of `shape` whose other target dims are `kept`, when
+    symbolic dims cancel by name and the rest are ints: [b, s, 32] -> [b, s, 4, -1] gives 8;
+    None when it cannot be told."""
+    rest = list(shape)
+    ints: List[int] = []
+    for d in kept:
+        if isinstance(d, str) and d in rest:
+            rest.remove(d)
+        elif isinstance(d, int):
+            ints.append(d)
+        else:
+            return None
+    if not all(isinstance(d, int) for d in rest):
+        return None
+    total, part = product(rest), product(ints)
+    return total // part if part and total % part == 0 else None
 
 
 @fact_rule("Transpose")
@@ -457,7 +494,7 @@ def _gather_elements(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
 @fact_rule("Expand")
 def _expand(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
     x = _first(ins)
-    target = ctx.input_ints(node, 1)
+    target = ctx.input_dims(node, 1)
     if target is None:
         length = _shape(ins[1] if len(ins) > 1 else None)
         if length is None or len(length) != 1 or not isinstance(length[0], int):

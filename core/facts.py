@@ -91,12 +91,28 @@ class Facts(dict):
 
 
 class RuleContext:
-    """What a rule may read besides its inputs' facts: the node's opset and constant values
-    (initializers no feed overrides, and outputs of Constant nodes)."""
+    """What a rule may read besides its inputs' facts: the node's opset, constant values
+    (initializers no feed overrides, and outputs of Constant nodes) and the known elements of
+    small integer vectors worked out from shapes (`dims`: Shape -> Gather -> Concat chains)."""
 
-    def __init__(self, opset: int, constants: Dict[str, np.ndarray]):
+    def __init__(self, opset: int, constants: Dict[str, np.ndarray],
+                 values: Optional[Dict[str, List[Any]]] = None):
         self.opset = opset
         self.constants = constants
+        self.values = values if values is not None else {}
+
+    def dims(self, name: str) -> Optional[List[Any]]:
+        """The elements of an integer vector that holds dims: ints, symbolic names or None
+        each; None when nothing is known (constants give ints, Shape of a fact its dims)."""
+        ints = self.ints(name)
+        if ints is not None:
+            return list(ints)
+        got = self.values.get(name) if name else None
+        return None if got is None else list(got)
+
+    def input_dims(self, node: ir.Node, k: int) -> Optional[List[Any]]:
+        """`dims` of the node's k-th input (None when absent or unknown)."""
+        return self.dims(node.inputs[k]) if len(node.inputs) > k and node.inputs[k] else None
 
     def const(self, name: str) -> Optional[np.ndarray]:
         """The constant value of `name`, None when it is not a constant."""
@@ -200,12 +216,18 @@ def infer(graph: ir.Graph, opsets: Optional[Dict[str, int]] = None,
     fed = {v.name for v in graph.inputs}
     constants = {k: v for k, v in graph.initializers.items()
                  if k not in fed and isinstance(v, np.ndarray)}
+    values: Dict[str, List[Any]] = {}
     for node in graph.nodes:
         if node.op_type == "Constant" and not node.domain and node.outputs:
             value = _constant_value(node)
             if value is not None:
                 constants[node.outputs[0]] = value
-        outs = _infer_node(node, known, constants, opsets)
+        ctx = RuleContext(opsets.get(node.domain, 0), constants, values)
+        outs = _infer_node(node, known, ctx)
+        if not node.domain and node.op_type in _VALUE_OPS and node.outputs and node.outputs[0]:
+            got = _dims_value(node, known, ctx)
+            if got is not None:
+                values[node.outputs[0]] = got
         for name, fact in zip(node.outputs, outs):
             if not name or fact is None:
                 continue
@@ -214,16 +236,60 @@ def infer(graph: ir.Graph, opsets: Optional[Dict[str, int]] = None,
     return known
 
 
-def _infer_node(node: ir.Node, known: Facts, constants: Dict[str, np.ndarray],
-                opsets: Dict[str, int]) -> List[Optional[Fact]]:
+def _infer_node(node: ir.Node, known: Facts, ctx: RuleContext) -> List[Optional[Fact]]:
     rule = rule_for(node.domain, node.op_type)
     if rule is None:
         return []
     ins = [known.get(n) if n else None for n in node.inputs]
     try:
-        return list(rule(node, ins, RuleContext(opsets.get(node.domain, 0), constants)) or [])
+        return list(rule(node, ins, ctx) or [])
     except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError):
         return []   # a malformed node: its facts stay unknown; the checker / kernel says why
+
+
+_VALUE_OPS = ("Shape", "Gather", "Concat", "Unsqueeze", "Squeeze", "Cast", "Identity", "Slice")
+MAX_DIMS_VALUE = 16   # longest integer vector whose elements are followed
+
+
+def _dims_value(node: ir.Node, known: Facts, ctx: RuleContext) -> Optional[List[Any]]:
+    """The elements of a small integer vector made from shapes (Shape, then Gather / Slice /
+    Concat / Unsqueeze / Squeeze / Cast / Identity of such vectors), None when unknown."""
+    op, ins = node.op_type, node.inputs
+    try:
+        if op == "Shape":
+            shape = known.shape(ins[0])
+            if shape is None:
+                return None
+            rank = len(shape)
+            a = node.attributes
+            start, end = int(a.get("start", 0)), int(a.get("end", rank))
+            start, end = [min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end)]
+            return list(shape[start:end])
+        if op == "Concat":
+            parts = [ctx.dims(n) for n in ins]
+            if any(p is None for p in parts):
+                return None
+            out = [d for p in parts for d in p]   # type: ignore[union-attr]
+            return out if len(out) <= MAX_DIMS_VALUE else None
+        src = ctx.dims(ins[0]) if ins else None
+        if src is None:
+            return None
+        if op == "Gather":
+            idx = ctx.ints(ins[1])
+            if idx is None or int(node.attributes.get("axis", 0)) != 0:
+                return None
+            return [src[i] for i in idx]
+        if op == "Slice":
+            starts, ends = ctx.input_ints(node, 1), ctx.input_ints(node, 2)
+            steps = ctx.input_ints(node, 4) if len(ins) > 4 and ins[4] else [1]
+            if starts is None or ends is None or steps is None or len(starts) != 1:
+                return None
+            return src[slice(starts[0], ends[0], steps[0])]
+        if op == "Cast" and int(node.attributes.get("to", 0)) not in (dtypes.INT64, dtypes.INT32):
+            return None
+        return src   # Unsqueeze / Squeeze of a vector's elements, Cast to int, Identity
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
 
 
 def of_values(facts: Dict[str, Fact], names: Iterable[str]) -> List[Optional[Fact]]:

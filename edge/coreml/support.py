@@ -129,9 +129,8 @@ def _float_inputs(node: ir.Node, facts: Ctx, names: Optional[List[str]] = None) 
             return "dynamic shape: the rank of input %r is unknown" % name
         if info.shape is not None and len(info.shape) > 5:
             return "input %r has rank %d; Core ML tensors have rank <= 5" % (name, len(info.shape))
-        if not facts.const_like(name) and info.shape == [] and facts.producer(name) is None:
-            return "input %r is a rank-0 (scalar) graph input; ML Program inputs have rank >= 1" \
-                % name
+        if not facts.const_like(name) and info.shape == []:
+            return "input %r is a rank-0 (scalar) tensor; ML Program inputs have rank >= 1" % name
     return None
 
 
@@ -305,6 +304,12 @@ def _reshape(node: ir.Node, facts: Ctx) -> Optional[str]:
     target = facts.const(node.inputs[1])
     if int(node.attributes.get("allowzero", 0)) and 0 in target.tolist():
         return "allowzero=1 with a 0 in the shape is not supported"
+    shape = facts.info(node.inputs[0]).shape or []
+    dims = [(shape[i] if i < len(shape) and isinstance(shape[i], int) else -1) if d == 0 else d
+            for i, d in enumerate(target.reshape(-1).tolist())]
+    if dims.count(-1) > 1:
+        return "reshape to %s leaves more than one dim dynamic (input shape %s)" % (
+            target.reshape(-1).tolist(), shape)
     return None
 
 

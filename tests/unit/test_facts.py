@@ -287,3 +287,25 @@ def test_gpt2_values_after_the_attention_split_are_float():
              if n.op_type == "Reshape" and n.inputs[0] in split_outs]
     assert split_outs and after
     assert {got.dtype(o) for o in list(split_outs) + after} == {np.dtype(np.float32)}
+
+
+def test_dims_made_from_shapes_reach_reshape_and_range():
+    # Shape -> Gather -> Unsqueeze -> Concat -> Reshape (exporters' usual head split) and
+    # Range(0, seq, 1): symbolic dims survive instead of becoming unknown
+    g = _graph([ir.Node("Shape", ["x"], ["s"]),
+                ir.Node("Gather", ["s", "i0"], ["b"], {"axis": 0}),
+                ir.Node("Gather", ["s", "i1"], ["t"], {"axis": 0}),
+                ir.Node("Unsqueeze", ["b", "ax"], ["b1"]),
+                ir.Node("Unsqueeze", ["t", "ax"], ["t1"]),
+                ir.Node("Concat", ["b1", "t1", "heads"], ["target"], {"axis": 0}),
+                ir.Node("Reshape", ["x", "target"], ["y"]),
+                ir.Node("Range", ["zero", "t", "one"], ["pos"]),
+                ir.Node("Flatten", ["x"], ["flat"], {"axis": 2})],
+               [_vi("x", F32, ["batch", "seq", 32])],
+               {"i0": np.array(0, np.int64), "i1": np.array(1, np.int64),
+                "ax": np.array([0], np.int64), "heads": np.array([4, -1], np.int64),
+                "zero": np.array(0, np.int64), "one": np.array(1, np.int64)})
+    got = facts.infer(g, {"": 17})
+    assert got.shape("y") == ["batch", "seq", 4, 8]
+    assert got.shape("pos") == ["seq"] and got.elem_type("pos") == I64
+    assert got.shape("flat") == [None, 32]
