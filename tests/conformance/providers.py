@@ -52,6 +52,12 @@ class Unavailable(RuntimeError):
     """The provider cannot run here (the message says why)."""
 
 
+def lacks_outside_package(e: ImportError) -> bool:
+    """True when an import failed for want of a package outside onnxedge (not a broken build)."""
+    name = (getattr(e, "name", None) or "").split(".")[0]
+    return isinstance(e, ModuleNotFoundError) and name not in ("", "onnxedge")
+
+
 def _domain(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
 
@@ -103,10 +109,13 @@ class Target:
         self._undo: List[Any] = []
 
     def unavailable(self) -> Optional[str]:
-        """Why the provider cannot run here (None: it can)."""
+        """Why the provider cannot run here (None: it can). A package this machine lacks
+        (coremltools, wgpu) is a reason; any other error (a broken onnxedge import) raises."""
         try:
             return self._check()
-        except Exception as e:   # an import or a device probe failing is a reason, not a crash
+        except ImportError as e:
+            if not lacks_outside_package(e):
+                raise
             return "%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0])
 
     def _check(self) -> Optional[str]:
@@ -139,11 +148,11 @@ class Target:
         raise ValueError("unknown provider %r" % self.name)
 
     def _install_wasm_stand_in(self) -> None:
-        from onnxedge.web.wasm import bridge
+        from onnxedge.web.wasm import transport
         self._host_kernels = _load_host_kernels()
-        before = bridge.current()
-        bridge.install(self._host_kernels(megabytes=WASM_HOST_MEGABYTES))
-        self._undo.append(lambda: bridge.install(before))
+        before = transport.current()
+        transport.install(self._host_kernels(megabytes=WASM_HOST_MEGABYTES))
+        self._undo.append(lambda: transport.install(before))
 
     def _claim_trivial_runs(self, cls: Any) -> None:
         before = cls.TRIVIAL_OPS

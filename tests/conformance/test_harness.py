@@ -116,3 +116,44 @@ def test_flaky_lines_survive_passing_runs():
     assert expected_file.is_flaky(entries["test_r"]) and not expected_file.is_flaky(entries["test_s"])
     assert expected_file.updated(entries, ran=["test_r", "test_s"], failures={}) == {
         "test_r": "[flaky] random output"}
+
+
+def test_listed_case_no_longer_claimed_counts_as_unexpected_pass():
+    from . import run
+    unclaimed = run.Result("test_a", "Conv", "nn", run.SKIPPED, "not claimed: dtype", 0.0, False)
+    skipped = run.Result("test_b", "Conv", "nn", run.SKIPPED, "needs ml_dtypes", 0.0)
+    verdict = run.check([unclaimed, skipped], {"test_a": "was wrong", "test_b": "was wrong"},
+                        ["test_a", "test_b"])
+    assert [r.name for r in verdict.unexpected_passes] == ["test_a"]
+    assert not verdict.unexpected_failures
+
+
+def test_only_a_package_outside_onnxedge_makes_a_provider_unavailable():
+    from . import providers as eps
+    assert eps.lacks_outside_package(ModuleNotFoundError("no coremltools", name="coremltools"))
+    assert not eps.lacks_outside_package(ImportError("cannot import name 'bridge'",
+                                                     name="onnxedge.web.wasm"))
+    assert not eps.lacks_outside_package(ModuleNotFoundError("gone", name="onnxedge.web.x"))
+
+
+def test_frozen_case_makes_inputs_after_the_first_initializers():
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from . import cases as node_cases
+    from . import providers as eps
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["y"])], "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("x", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    info = node_cases.CaseInfo("test_add", "Add", "", 17, 1e-3, 1e-7, "")
+    x, b = np.array([1, 2], np.float32), np.array([3, 4], np.float32)
+    case = node_cases.Case(info, model.SerializeToString(), ["x", "b"], ["y"], [([x, b], [x + b])])
+    frozen = eps.frozen(case)
+    back = onnx.load_from_string(frozen.model)
+    assert [i.name for i in back.graph.input] == ["x"] and frozen.input_names == ["x"]
+    assert [t.name for t in back.graph.initializer] == ["b"]
+    (feeds, want), = frozen.data_sets
+    assert len(feeds) == 1 and feeds[0] is x and want[0].tolist() == [4, 6]
+    assert eps.frozen(case._replace(input_names=["x"])) is None
