@@ -12,7 +12,13 @@ configuration's first outputs must agree with onnxruntime-web's 1-thread ones (r
 wrong work is timed. Served from localhost with COOP/COEP (cross-origin isolated: threads, precise
 performance.now()); outside hosts do not resolve, and any request to one fails the run.
 
-    python3 benchmarks/browser.py [--models mlp resnet18 bert_encoder matmul] [--budget-s 15]
+Also measured per model, for the onnxedge configurations: onnxedge's own share of page load ->
+first result (`onnxedge_share_ms`: unpacking the wheels, `import onnxedge`, starting the wasm
+kernels, creating the session; `own_breakdown` has each), the rest being Pyodide's start, numpy's
+load and the downloads. `digits` is the digit demo's CNN (demo/models/digits.onnx, made by
+demo/digits/train.py when missing).
+
+    python3 benchmarks/browser.py [--models digits mlp resnet18 bert_encoder matmul] [--budget-s 15]
                                   [--configs ort-wasm-1t onnxedge-wasm-1t ...]
 
 Writes `browser.json` and `browser.png` into --out (benchmarks/results/) and prints a markdown
@@ -59,7 +65,9 @@ REFERENCE = "ort-wasm-1t"
 LABELS = {"ort-wasm-1t": "onnxruntime-web wasm, 1 thread", "ort-wasm-2t": "onnxruntime-web wasm, 2 threads",
           "onnxedge-cpu": "onnxedge numpy CPU", "onnxedge-wasm-1t": "onnxedge wasm SIMD, 1 thread",
           "onnxedge-wasm-2t": "onnxedge wasm SIMD, 2 threads"}
-MODELS = ("mlp", "resnet18", "bert_encoder", "matmul")
+MODELS = ("digits", "mlp", "resnet18", "bert_encoder", "matmul")
+DEMO = os.path.join(ROOT, "demo")
+OWN_STEPS = ("install_ms", "import_ms", "wasm_init_ms", "session_create_ms")
 MATMUL = (256, 1024, 1024)   # [M, K] @ [K, N] + bias, ReLU
 RTOL, ATOL = 1e-3, 1e-4
 TYPES = {np.dtype(np.float32): "float32", np.dtype(np.int64): "int64"}
@@ -90,11 +98,26 @@ def build_matmul(path: str, seed: int = 0) -> str:
     return path
 
 
+def digits_model(model_dir: str) -> str:
+    """The digit demo's CNN (`make demo` makes demo/models/digits.onnx), copied to model_dir."""
+    import shutil
+    import subprocess
+    src = os.path.join(DEMO, "models", "digits.onnx")
+    if not os.path.isfile(src):
+        subprocess.run([sys.executable, os.path.join(DEMO, "digits", "train.py")], check=True)
+    dst = os.path.join(model_dir, "digits.onnx")
+    shutil.copy(src, dst)
+    return dst
+
+
 def model_files(model_dir: str, names: Sequence[str]) -> Dict[str, str]:
     """{name: .onnx path} of the models, built (cached) in model_dir."""
+    os.makedirs(model_dir, exist_ok=True)
     paths = models.build_all(model_dir, [n for n in names if n in models.BUILDERS])
     if "matmul" in names:
         paths["matmul"] = build_matmul(os.path.join(model_dir, "matmul.onnx"))
+    if "digits" in names:
+        paths["digits"] = digits_model(model_dir)
     return {n: paths[n] for n in names}
 
 
@@ -103,6 +126,9 @@ def make_feeds(name: str) -> Dict[str, np.ndarray]:
     if name == "matmul":
         rng = np.random.default_rng(0)
         return {"input": rng.standard_normal(MATMUL[:2]).astype(np.float32)}
+    if name == "digits":
+        with np.load(os.path.join(DEMO, "models", "digits_samples.npz")) as samples:
+            return {"image": np.ascontiguousarray(samples["images"][:1])}
     return models.make_inputs(name)
 
 
@@ -160,12 +186,23 @@ def measure(browser: Any, origin: str, config: str, model_url: str, feeds_url: s
     if blocked:
         raise RuntimeError("the %s page tried to reach outside localhost: %s" % (config, blocked))
     f = first["first"]
-    return dict(done["timing"], page_to_first_result_s=f["page_to_result_ms"] / 1000.0,
+    own = own_share(f.get("own"))
+    return dict(dict(done["timing"], **own), page_to_first_result_s=f["page_to_result_ms"] / 1000.0,
                 runtime_start_ms=f["start_ms"], session_create_ms=f["create_ms"],
                 first_run_ms=f["first_run_ms"], bytes_before_first_result=int(sum(sizes)),
                 requests_before_first_result=len(sizes), cross_origin_isolated=first["isolated"],
                 threads=first.get("threads"), console=[c for c in console if "onnxedge wasm" in c],
                 outputs={k: decode(v) for k, v in f["outputs"].items()})
+
+
+def own_share(breakdown: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """onnxedge's own share of page load -> first result (ms: unpacking the wheels, imports, wasm
+    kernels' start, session creation) and its breakdown; {} for another engine."""
+    if not breakdown:
+        return {}
+    steps = {k: round(float(breakdown.get(k) or 0.0), 1) for k in breakdown}
+    return {"onnxedge_share_ms": round(sum(steps.get(k, 0.0) for k in OWN_STEPS), 1),
+            "own_breakdown": steps}
 
 
 def compare(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray]) -> Dict[str, Any]:
@@ -204,8 +241,9 @@ def markdown_table(rows: List[Dict[str, Any]]) -> str:
     count, start-up of onnxruntime-web vs onnxedge (wasm, 1 thread), and the output check."""
     out = ["| model | ort wasm 1t | ort wasm 2t | onnxedge numpy | onnxedge wasm 1t (in Python) "
            "| onnxedge wasm 2t | wasm/ort 1t | wasm/ort 2t | page load to first result, s (ort / onnxedge) "
-           "| MB before it (ort / onnxedge) | outputs agree (max abs diff) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "| MB before it (ort / onnxedge) | onnxedge's own share of it, ms (wasm 1t) "
+           "| outputs agree (max abs diff) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
         e = row["engines"]
         get = lambda c: e.get(c, {})  # noqa: E731
@@ -217,10 +255,11 @@ def markdown_table(rows: List[Dict[str, Any]]) -> str:
             if "median_ms" in o1 and "median_ms" in w1 else "-"
         mb = "%.1f / %.1f" % (o1["bytes_before_first_result"] / 1e6, w1["bytes_before_first_result"] / 1e6) \
             if "median_ms" in o1 and "median_ms" in w1 else "-"
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%.1e) |" % (
+        share = "%.0f" % w1["onnxedge_share_ms"] if "onnxedge_share_ms" in w1 else "-"
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%.1e) |" % (
             row["model"], _cell(o1), _cell(get("ort-wasm-2t")), _cell(get("onnxedge-cpu")),
             _cell(w1, own=True), _cell(get("onnxedge-wasm-2t")), _ratio(w1, o1),
-            _ratio(get("onnxedge-wasm-2t"), get("ort-wasm-2t")), start, mb,
+            _ratio(get("onnxedge-wasm-2t"), get("ort-wasm-2t")), start, mb, share,
             "yes" if agree else "NO", worst))
     return "\n".join(out)
 
@@ -230,11 +269,12 @@ def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    metrics = (("median_ms", "median latency (ms, log)"), ("page_to_first_result_s", "page load to first result (s)"))
+    metrics = (("median_ms", "median latency (ms, log)"), ("page_to_first_result_s", "page load to first result (s)"),
+               ("onnxedge_share_ms", "onnxedge's own share of it (ms): wheel, imports, kernels, session"))
     names = [r["model"] for r in rows]
     configs = [c for c in CONFIGS if any(c in r["engines"] for r in rows)]
     width = 0.8 / max(1, len(configs))
-    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5))
+    fig, axes = plt.subplots(1, 3, figsize=(20, 4.5))
     for ax, (key, label) in zip(axes, metrics):
         for i, config in enumerate(configs):
             xs = [j + (i - (len(configs) - 1) / 2) * width for j in range(len(names))]

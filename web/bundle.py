@@ -142,9 +142,13 @@ def copy_pyodide(source: str, dest: str, wheel: str, progress: Progress = None) 
         os.makedirs(dest)
         for f in LEGACY_PYODIDE_FILES:
             shutil.copy(os.path.join(source, f), dest)
+        from onnxedge.web import pyc   # 0.17 runs Python 3.8: .pyc spare the page's compiler
+        compiled, note = pyc.compile_wheel(wheel, "3.8", sourceless=True)
+        if progress:
+            progress("  " + note)
         return {"indexURL": "pyodide/", "source": os.path.abspath(source), "copied": True,
                 "kind": "packages.json", "lock": False, "bytes": _folder_bytes(dest),
-                "files": sorted(LEGACY_PYODIDE_FILES)}
+                "files": sorted(LEGACY_PYODIDE_FILES), "compiled": compiled, "notes": [note]}
     if not os.path.isfile(os.path.join(source, "pyodide-lock.json")):
         raise InvalidArgument("%s is not a Pyodide distribution: expected pyodide.js with "
                               "packages.json (0.17) or pyodide-lock.json (current)" % source)

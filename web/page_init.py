@@ -77,11 +77,9 @@ def _isolated(js: Any) -> bool:
 
 def refresh_providers() -> List[str]:
     """Ask every provider class with a `refresh()` to forget cached availability; the names of
-    the providers available now (get_available_providers)."""
+    the providers available now (get_available_providers). A wheel installed since is seen too:
+    it changes a sys.path folder, which makes discovery read the entry points anew."""
     from onnxedge.providers import discovery
-    clear = getattr(discovery, "clear_cache", None)
-    if callable(clear):
-        clear()   # a wheel installed since is seen
     for cls in discovery.provider_classes().values():
         refresh = getattr(cls, "refresh", None)
         if callable(refresh):

@@ -35,7 +35,8 @@ function stats(samples) {
 // engine: {name, start() (load the runtime), create(url) -> session,
 //          tensor(type, data, dims), run(session, feeds) -> {name: tensor with type/data/dims},
 //          optional ownRunMs(session): the last run's time inside the engine (no JS glue),
-//          optional threads(): the threads the engine runs on}
+//          optional threads(): the threads the engine runs on,
+//          optional startBreakdown(session): {step: ms} of the engine's own start-up work}
 export async function runBenchmark(engine) {
   const params = new URLSearchParams(location.search);
   const budget = Number(params.get("budget") || 15000);
@@ -56,7 +57,8 @@ export async function runBenchmark(engine) {
     const outputs = {};
     for (const [name, t] of Object.entries(out)) outputs[name] = encode(t);
     window.bench = { state: "first", first: { page_to_result_ms: now(), start_ms: startMs,
-      create_ms: createMs, first_run_ms: firstRunMs, outputs },
+      create_ms: createMs, first_run_ms: firstRunMs, outputs,
+      own: engine.startBreakdown ? engine.startBreakdown(session) : null },
       isolated: self.crossOriginIsolated, threads: engine.threads ? engine.threads() : null };
     status("timing");
     await engine.run(session, feeds);   // warm-up

@@ -51,22 +51,80 @@ def _path_state() -> tuple:
     return tuple(state)
 
 
+class EntryPoint:
+    """An entry point read by `read_entry_points` (importlib.metadata's fields and `load`)."""
+
+    def __init__(self, name: str, value: str, group: str):
+        self.name, self.value, self.group = name, value, group
+
+    def load(self) -> Any:
+        """The object the entry point names (`module:attr.attr`)."""
+        module, _, attr = self.value.partition(":")
+        obj = importlib.import_module(module.strip())
+        for part in attr.split("[")[0].strip().split(".") if attr else ():
+            obj = getattr(obj, part)
+        return obj
+
+    def __repr__(self) -> str:
+        return "EntryPoint(name=%r, value=%r, group=%r)" % (self.name, self.value, self.group)
+
+
+def read_entry_points() -> List[EntryPoint]:
+    """Every entry point of the *.dist-info / *.egg-info folders on sys.path, read directly:
+    what the page uses, since importing importlib.metadata (with email, csv, zipfile, ...) costs
+    Pyodide 0.17 ~80 ms of compiling stdlib sources at every page load. The first distribution
+    of a name on sys.path wins, as importlib.metadata's."""
+    out: List[EntryPoint] = []
+    seen = set()
+    for entry in sys.path:
+        try:
+            names = sorted(os.listdir(entry or "."))
+        except OSError:
+            continue
+        for folder in names:
+            if not folder.endswith((".dist-info", ".egg-info")):
+                continue
+            dist = folder.rsplit(".", 1)[0].split("-")[0].lower().replace("_", "-")
+            path = os.path.join(entry or ".", folder, "entry_points.txt")
+            if dist in seen or not os.path.isfile(path):
+                continue
+            seen.add(dist)
+            with open(path, encoding="utf-8") as f:
+                out.extend(_parse_entry_points(f.read()))
+    return out
+
+
+def _parse_entry_points(text: str) -> List[EntryPoint]:
+    group, out = "", []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            group = line[1:-1].strip()
+        elif "=" in line and group:
+            name, _, value = line.partition("=")
+            out.append(EntryPoint(name.strip(), value.strip(), group))
+    return out
+
+
+def _metadata_entry_points() -> list:
+    from importlib import metadata
+    eps = metadata.entry_points()
+    if hasattr(eps, "select"):   # Python 3.10+: every entry point
+        return [ep for g in sorted(eps.groups) for ep in eps.select(group=g)]
+    return [ep for group_eps in eps.values() for ep in group_eps]   # 3.8/3.9: group -> tuple
+
+
 def entry_points(group: str) -> list:
     """The installed entry points of `group` (`onnxedge.providers`, `onnxedge.commands`), read
-    again only when sys.path or one of its folders changed."""
+    again only when sys.path or one of its folders changed (in Pyodide by `read_entry_points`,
+    elsewhere by importlib.metadata)."""
     key = _path_state()
     groups = _SCANNED.get(key)
     if groups is None:
         groups = {}
-        try:
-            from importlib import metadata
-        except ImportError:  # pragma: no cover - Python < 3.8
-            return []
-        eps = metadata.entry_points()
-        if hasattr(eps, "select"):   # Python 3.10+: every entry point
-            found = [ep for g in sorted(eps.groups) for ep in eps.select(group=g)]
-        else:   # Python 3.8/3.9: dict of group -> tuple
-            found = [ep for group_eps in eps.values() for ep in group_eps]
+        found = read_entry_points() if sys.platform == "emscripten" else _metadata_entry_points()
         for ep in found:
             groups.setdefault(ep.group, []).append(ep)
         _SCANNED.clear()

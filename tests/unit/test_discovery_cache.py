@@ -58,3 +58,25 @@ def test_new_path_entry_and_new_install_are_seen(site: str) -> None:
     _plugin(site, "fake_ep_two", "FakeTwoExecutionProvider")
     os.utime(site, None)
     assert "FakeTwoExecutionProvider" in _names()
+
+
+def test_own_reader_matches_importlib_metadata() -> None:
+    """read_entry_points (the page's reader) finds the installed onnxedge's entry points as
+    importlib.metadata does, and its load() gives the same objects."""
+    from importlib import metadata
+    groups = (discovery.GROUP, "onnxedge.commands")
+    eps = metadata.entry_points()
+    want = {(g, ep.name, ep.value) for g in groups for ep in
+            (eps.select(group=g) if hasattr(eps, "select") else eps.get(g, ()))}
+    got = {(ep.group, ep.name, ep.value) for ep in discovery.read_entry_points()
+           if ep.group in groups}
+    assert got == want and want
+    by_name = {ep.name: ep for ep in discovery.read_entry_points() if ep.group == discovery.GROUP}
+    assert by_name["WasmSimdExecutionProvider"].load().name == "WasmSimdExecutionProvider"
+
+
+def test_entry_points_text_parsing() -> None:
+    """Sections, comments, blank lines and extras as setuptools writes them."""
+    text = "# c\n[onnxedge.providers]\nA = m.n:Cls\n\n; x\n[console_scripts]\nb = m:main [extra]\n"
+    got = [(e.group, e.name, e.value) for e in discovery._parse_entry_points(text)]
+    assert got == [("onnxedge.providers", "A", "m.n:Cls"), ("console_scripts", "b", "m:main [extra]")]

@@ -227,6 +227,11 @@ async function startPyodide() {
   const downloads = Promise.all([fetchBytes(env.runtimeURL, "onnxedge runtime"),
     ...env.wheels.map((url) => (viaLock(url) ? null : fetchBytes(url, "wheel")))]);
   downloads.catch(() => {});
+  if (env.wasm.script) {   // the wasm kernels download and compile while Pyodide starts
+    const wasmScript = (globalThis.onnxedgeWasm ? Promise.resolve() : loadScript(env.wasm.script, "the wasm SIMD kernels"))
+      .then(() => globalThis.onnxedgeWasm.preload({ baseURL: env.wasm.baseURL }));
+    wasmScript.catch(() => {});   // ensureWasm loads it again and says why
+  }
   progress("pyodide", "start");
   if (typeof globalThis.loadPyodide !== "function") await loadScript(indexURL + "pyodide.js");
   const pyodide = await globalThis.loadPyodide({ indexURL });
@@ -240,6 +245,7 @@ async function startPyodide() {
   numpy.catch(() => {});
   progress("wheel", "start");
   const [runtime, ...wheels] = await downloads;
+  const t2 = now();
   pyodide.runPython(new TextDecoder().decode(runtime));
   const install = pyodide.globals.get("install_wheel");
   for (let i = 0; i < env.wheels.length; i++) {
@@ -250,6 +256,7 @@ async function startPyodide() {
     }
   }
   if (install.destroy) install.destroy();
+  t.installMs = now() - t2;   // onnxedge's own: runtime.py and unpacking the wheels
   t.wheelsMs = now() - t0;
   progress("wheel", "done");
   progress("numpy", "start");
@@ -265,7 +272,9 @@ async function startPyodide() {
   }
   t.numpyMs = now() - t0;
   progress("numpy", "done");
+  const t3 = now();
   env.versions = JSON.parse(pyodide.runPython("oxe_versions()"));
+  t.importMs = now() - t3;   // onnxedge's own: import onnxedge (and the .onnx reader's probe)
   t.totalMs = now() - start;
   env.timings = t;
   log("onnxedge ready", env.versions, t);
@@ -340,12 +349,18 @@ export class InferenceSession {
 
   /** Open a model (.oxe or .onnx bytes; a URL, an ArrayBuffer or a Uint8Array). */
   static async create(model, options = {}) {
+    // a model URL downloads while Pyodide starts (the first create usually comes before it)
+    const download = typeof model === "string" || model instanceof URL ?
+      fetchBytes(new URL(String(model), location.href).href, "model") : null;
+    if (download) download.catch(() => {});
     await ready();   // bundle.json says whether the wasm kernels are there
     const providers = providerNames(options.executionProviders);
+    const t0 = now();
     if (providers.includes(WASM_EP)) await ensureWasm();
+    env.timings.wasmInitMs = (env.timings.wasmInitMs || 0) + now() - t0;   // onnxedge's own
     let bytes;
-    if (typeof model === "string" || model instanceof URL) {
-      bytes = await fetchBytes(new URL(String(model), location.href).href, "model");
+    if (download) {
+      bytes = await download;
     } else if (model instanceof ArrayBuffer) {
       bytes = new Uint8Array(model);
     } else if (ArrayBuffer.isView(model)) {

@@ -76,8 +76,10 @@
     const given = opts.modules ? opts.modules[name] : undefined;
     if (given instanceof WebAssembly.Module) return given;
     if (given) return WebAssembly.compile(given);
-    return compile(base + name);
+    return PRELOADED.get(base + name) || compile(base + name);
   }
+
+  const PRELOADED = new Map();   // URL -> Promise of its compiled module (Runtime.preload)
 
   // `promise`, or a rejection with `message` after `ms` milliseconds.
   function withTimeout(promise, ms, message) {
@@ -194,6 +196,21 @@
       while (this.exports.oxk_workers_started() < count) {
         if (Date.now() > deadline) throw new Error("onnxedge wasm: workers did not enter their loop");
         await new Promise((r) => setTimeout(r, 1));
+      }
+    }
+
+    /** Start fetching and compiling the module(s) a later init({baseURL}) needs (oxk-mt.wasm
+     * too when the context is cross-origin isolated), e.g. while Pyodide starts. */
+    preload(opts) {
+      let base = opts && opts.baseURL ? String(opts.baseURL) : "";
+      if (base && !base.endsWith("/")) base += "/";
+      const isolated = !!global.crossOriginIsolated && typeof SharedArrayBuffer !== "undefined";
+      for (const name of isolated ? ["oxk.wasm", "oxk-mt.wasm"] : ["oxk.wasm"]) {
+        if (!PRELOADED.has(base + name)) {
+          const p = compile(base + name);
+          p.catch(() => PRELOADED.delete(base + name));   // init fetches again, and says why
+          PRELOADED.set(base + name, p);
+        }
       }
     }
 
