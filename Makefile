@@ -71,7 +71,7 @@ $(STAMP)/apt-vulkan:
 	@touch $@
 
 test-webgpu: setup  ## the WebGPU provider's tests (kernels, node suite, the three models) on lavapipe
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests/webgpu
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/webgpu tests/conformance/test_node_suite.py -k 'not ExecutionProvider/ or WebGpuExecutionProvider/'
 
 # --- the browser page (Chromium + Pyodide 0.17.1 from npm + wheels for micropip) -------------
 setup-browser: $(STAMP)/apt-chromium $(STAMP)/npm-web $(STAMP)/wheels-web  ## Chromium; Pyodide 0.17.1, the pyodide 314 core and onnxruntime-web (npm); the page's wheels
