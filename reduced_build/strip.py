@@ -32,9 +32,16 @@ def _literal(node: ast.expr, consts: Dict[str, str]) -> Optional[str]:
 
 
 def _string_constants(tree: ast.Module) -> Dict[str, str]:
-    """Module-level `NAME = "text"` assignments (e.g. a DOMAIN constant)."""
+    """Module-level `NAME = "text"` assignments (e.g. a DOMAIN constant), and the string
+    constants imported from onnxedge.fused_ops (`from ..fused_ops import DOMAIN`)."""
     out = {}
     for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").split(".")[-1] == "fused_ops":
+            from onnxedge import fused_ops
+            for alias in stmt.names:
+                value = getattr(fused_ops, alias.name, None)
+                if isinstance(value, str):
+                    out[alias.asname or alias.name] = value
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
                 and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Constant) \
                 and isinstance(stmt.value.value, str):
