@@ -147,14 +147,18 @@ def opset_range(since: int, until: int) -> str:
 class Facts:
     """What a check may know about a graph: declared and initializer types, shapes, constants.
 
-    This base reads only what the graph states (value infos, initializers no feed overrides,
-    Constant nodes are not folded) and the model's opsets; a provider passes a subclass with
-    more (inferred types, a target level). Element types are ONNX codes (0: unknown).
+    Types and shapes come from `known` (the session's `ctx.facts`, onnxedge.facts: declared
+    and inferred once for the whole graph) and, for values it does not know, from what the
+    graph states (value infos, initializers); constants are initializers no feed overrides. A
+    provider may pass a subclass with more (a target level). Element types are ONNX codes
+    (0: unknown).
     """
 
-    def __init__(self, graph: ir.Graph, opsets: Optional[Dict[str, int]] = None):
+    def __init__(self, graph: ir.Graph, opsets: Optional[Dict[str, int]] = None,
+                 known: Any = None):
         self.graph = graph
         self.opsets = dict(opsets or {})
+        self.known = known
         fed = {v.name for v in graph.inputs}
         self.consts = {k: v for k, v in graph.initializers.items()
                        if k not in fed and isinstance(v, np.ndarray)}
@@ -164,8 +168,11 @@ class Facts:
         return self.opsets.get(node.domain, self.opsets.get(norm_domain(node.domain), 0))
 
     def type_of(self, name: str) -> Optional[ir.TypeInfo]:
-        """The declared type of a value (graph inputs/outputs, value infos, initializers)."""
-        return self.graph.type_of(name) if name else None
+        """The type of a value: its fact in `known`, else what the graph declares."""
+        if not name:
+            return None
+        t = self.known.type_of(name) if self.known is not None else None
+        return t if t is not None else self.graph.type_of(name)
 
     def elem_type(self, name: str) -> int:
         """ONNX element type code of a tensor value, 0 when unknown."""
@@ -205,6 +212,7 @@ class NoFacts(Facts):
 
     def __init__(self, opsets: Optional[Dict[str, int]] = None):
         self.graph = None  # type: ignore[assignment]
+        self.known = None
         self.opsets = dict(opsets or {})
         self.consts = {}
 

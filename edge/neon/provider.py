@@ -77,7 +77,7 @@ class NeonExecutionProvider(ExecutionProvider):
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
         """Every node with a NEON kernel whose declared types and ranks the kernel takes."""
         claimed = []
-        facts = Facts(graph, ctx.opsets)
+        facts = Facts(graph, ctx.opsets, ctx.facts)
         for i, node in enumerate(graph.nodes):
             why = self._reason(node, facts, ctx)
             self._reasons[id(node)] = why

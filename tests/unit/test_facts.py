@@ -309,3 +309,35 @@ def test_dims_made_from_shapes_reach_reshape_and_range():
     assert got.shape("y") == ["batch", "seq", 4, 8]
     assert got.shape("pos") == ["seq"] and got.elem_type("pos") == I64
     assert got.shape("flat") == [None, 32]
+
+
+def _int_matmul_graph() -> ir.Graph:
+    # x is float, but the MatMul reads Cast(x, int32): only inference tells (no value_info)
+    return _graph([ir.Node("Cast", ["x"], ["c"], {"to": I32}, name="cast"),
+                   ir.Node("MatMul", ["c", "w"], ["y"], name="mm")],
+                  [_vi("x", F32, [2, 4])], {"w": np.ones((4, 3), np.float32)})
+
+
+def test_wasm_claims_read_the_compile_contexts_facts():
+    from onnxedge.providers.base import CompileContext
+    from onnxedge.web.wasm import transport
+    from onnxedge.web.wasm.provider import WasmSimdExecutionProvider
+    g = _int_matmul_graph()
+    ep = WasmSimdExecutionProvider({"kernels": transport.Kernels()})
+    ctx = CompileContext({"": 17}, {}, facts=facts.infer(g, {"": 17}))
+    assert ep.get_capability(g, ctx) == []
+    assert "'c'" in ep.unsupported_reason(g.nodes[1], ctx)
+    blind = CompileContext({"": 17}, {})        # no facts: the declared types only
+    assert ep.get_capability(g, blind) == [[1]]
+
+
+def test_neon_claims_read_the_compile_contexts_facts():
+    from onnxedge.edge.neon.provider import NeonExecutionProvider
+    from onnxedge.providers.base import CompileContext
+    if not NeonExecutionProvider.is_available():
+        pytest.skip("the C kernel library is not built (make setup)")
+    g = _int_matmul_graph()
+    ep = NeonExecutionProvider()
+    ctx = CompileContext({"": 17}, {}, facts=facts.infer(g, {"": 17}))
+    assert ep.get_capability(g, ctx) in ([], [[]])
+    assert "'c'" in ep.unsupported_reason(g.nodes[1], ctx)

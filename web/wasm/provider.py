@@ -61,7 +61,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
     # ------------------------------------------------------------------ capability
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
         """Runs of consecutive nodes the kernels take as declared (see claims.reason)."""
-        facts = Facts(graph, ctx.opsets)
+        facts = Facts(graph, ctx.opsets, ctx.facts)
         claimed = []
         for i, node in enumerate(graph.nodes):
             why = claims.reason(node, facts, ctx.opset_of(node) or None)
