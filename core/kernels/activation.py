@@ -35,20 +35,25 @@ def _leaky_relu(x: np.ndarray, alpha: float) -> np.ndarray:
     return np.where(x < 0, x * alpha, x)
 
 
-def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
+# `<op>_math`: the formula on a float array (in place where it can), shared with the
+# com.microsoft fused ops (contrib_transformer.py); the kernels below wrap them for any dtype.
+def elu_math(x: np.ndarray, alpha: float) -> np.ndarray:
+    """ELU on a float array: x if x > 0 else alpha * (exp(x) - 1)."""
     neg = np.minimum(x, x.dtype.type(0))
     np.expm1(neg, out=neg)
     neg *= alpha
     return np.where(x > 0, x, neg)
 
 
-def _selu(x: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
-    r = _elu(x, alpha)
+def selu_math(x: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
+    """SELU on a float array: gamma * elu(x, alpha)."""
+    r = elu_math(x, alpha)
     r *= gamma
     return r
 
 
-def _celu(x: np.ndarray, alpha: float) -> np.ndarray:
+def celu_math(x: np.ndarray, alpha: float) -> np.ndarray:
+    """CELU on a float array: max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     if alpha == 0:
         raise InvalidArgument("Celu: attribute alpha must not be 0")
     neg = np.minimum(x, x.dtype.type(0))
@@ -81,23 +86,26 @@ def _hard_swish(x: np.ndarray) -> np.ndarray:
     return r
 
 
-def _softplus(x: np.ndarray) -> np.ndarray:
+def softplus_math(x: np.ndarray) -> np.ndarray:
+    """Softplus on a float array: log(1 + exp(x)) without overflow."""
     return np.logaddexp(x.dtype.type(0), x)
 
 
 def _mish(x: np.ndarray) -> np.ndarray:
-    r = np.tanh(_softplus(x))
+    r = np.tanh(softplus_math(x))
     r *= x
     return r
 
 
-def _softsign(x: np.ndarray) -> np.ndarray:
+def softsign_math(x: np.ndarray) -> np.ndarray:
+    """Softsign on a float array: x / (1 + |x|)."""
     d = np.abs(x)
     d += 1
     return np.divide(x, d, out=d)
 
 
-def _thresholded_relu(x: np.ndarray, alpha: float) -> np.ndarray:
+def thresholded_relu_math(x: np.ndarray, alpha: float) -> np.ndarray:
+    """ThresholdedRelu on a float array: x if x > alpha else 0."""
     return np.where(x > alpha, x, x.dtype.type(0))
 
 
@@ -123,19 +131,19 @@ def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
 @register("Elu", since=6)
 def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     """ONNX Elu: x where x > 0, alpha * (exp(x) - 1) elsewhere."""
-    return _run(_elu, x, alpha)
+    return _run(elu_math, x, alpha)
 
 
 @register("Selu", since=6)
 def selu(x: np.ndarray, alpha: float = _SELU_ALPHA, gamma: float = _SELU_GAMMA) -> np.ndarray:
     """ONNX Selu: gamma * (x where x > 0, alpha * (exp(x) - 1) elsewhere)."""
-    return _run(_selu, x, alpha, gamma)
+    return _run(selu_math, x, alpha, gamma)
 
 
 @register("Celu", since=12)
 def celu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     """ONNX Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
-    return _run(_celu, x, alpha)
+    return _run(celu_math, x, alpha)
 
 
 @register("Sigmoid", since=6)
@@ -165,13 +173,13 @@ def tanh(x: np.ndarray) -> np.ndarray:
 @register("Softplus", since=1)
 def softplus(x: np.ndarray) -> np.ndarray:
     """ONNX Softplus: log(1 + exp(x)), without overflow."""
-    return _run(_softplus, x)
+    return _run(softplus_math, x)
 
 
 @register("Softsign", since=1)
 def softsign(x: np.ndarray) -> np.ndarray:
     """ONNX Softsign: x / (1 + |x|)."""
-    return _run(_softsign, x)
+    return _run(softsign_math, x)
 
 
 @register("Mish", since=18)
@@ -183,7 +191,7 @@ def mish(x: np.ndarray) -> np.ndarray:
 @register("ThresholdedRelu", since=10)
 def thresholded_relu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     """ONNX ThresholdedRelu: x where x > alpha, 0 elsewhere."""
-    return _run(_thresholded_relu, x, alpha)
+    return _run(thresholded_relu_math, x, alpha)
 
 
 @register("Gelu", since=20)

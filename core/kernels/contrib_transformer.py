@@ -21,10 +21,10 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidArgument, NotImplemented
+from ..fused_ops import apply_activation, gelu as gelu_math
 from ._util import pick_outputs, widen
-from .activation import (_celu, _elu, _gelu, _selu, _softplus, _softsign,
-                         _thresholded_relu)
-from ..fused_ops import apply_activation
+from .activation import (celu_math, elu_math, selu_math, softplus_math, softsign_math,
+                         thresholded_relu_math)
 from .linalg import gemm, matmul
 from .normalization import layer_norm
 from .registry import register
@@ -598,7 +598,7 @@ def embed_layer_normalization(ctx: Any, input_ids: np.ndarray,
 # ----------------------------------------------------------------------------- activations
 
 def _gelu_of(x: np.ndarray, approximate: str, like: np.ndarray) -> np.ndarray:
-    return _back(_gelu(x, approximate), like)
+    return _back(gelu_math(x, approximate), like)
 
 
 @register("Gelu", domain=MS, since=1)
@@ -642,7 +642,7 @@ def bias_split_gelu(X: np.ndarray, bias: np.ndarray) -> np.ndarray:
     left * Gelu(right) (exact erf form)."""
     x = _f32(X) + _f32(bias)
     half = x.shape[-1] // 2
-    return _back(x[..., :half] * _gelu(np.ascontiguousarray(x[..., half:]), "none"), X)
+    return _back(x[..., :half] * gelu_math(np.ascontiguousarray(x[..., half:]), "none"), X)
 
 
 # ----------------------------------------------------------------------------- matmul / gemm
@@ -692,18 +692,18 @@ def _fused_activation(y: np.ndarray, name: str, alpha: Optional[float], beta: Op
         return apply_activation(name, y, [a(0.2), 0.5 if beta is None else float(beta)],
                                 "FusedGemm")
     if name == "Elu":
-        return _elu(y, a(1.0))
+        return elu_math(y, a(1.0))
     if name == "Selu":
-        return _selu(y, a(1.67326319217681884765625),
+        return selu_math(y, a(1.67326319217681884765625),
                      1.05070102214813232421875 if gamma is None else float(gamma))
     if name == "Celu":
-        return _celu(y, a(1.0))
+        return celu_math(y, a(1.0))
     if name == "Softsign":
-        return _softsign(y)
+        return softsign_math(y)
     if name == "Softplus":
-        return _softplus(y)
+        return softplus_math(y)
     if name == "ThresholdedRelu":
-        return _thresholded_relu(y, a(1.0))
+        return thresholded_relu_math(y, a(1.0))
     if name == "ScaledTanh":
         return a(1.0) * np.tanh((1.0 if beta is None else float(beta)) * y)
     if name == "ParametricSoftplus":

@@ -96,7 +96,7 @@ def _check_conv_inputs(op: str, X: np.ndarray, W: np.ndarray, B: Optional[np.nda
         raise InvalidArgument("%s: bias B must have shape (%d,), got %s" % (op, M, B.shape))
 
 
-def _conv_core(X: np.ndarray, W: np.ndarray, group: int, strides: List[int],
+def conv_core(X: np.ndarray, W: np.ndarray, group: int, strides: List[int],
                dilations: List[int], begins: List[int], ends: List[int],
                out: List[int], bias: Optional[np.ndarray] = None) -> np.ndarray:
     """Convolution of X (N, C, *S) with W (M, C/group, *K), plus an optional bias (M,), in X's
@@ -448,7 +448,7 @@ def conv(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None, auto_pad:
                                            pads, auto_pad)
     dt = _compute_dtype(X, W)
     bias = None if B is None else B.astype(dt, copy=False)
-    y = _conv_core(X.astype(dt, copy=False), W.astype(dt, copy=False), group, st, dl,
+    y = conv_core(X.astype(dt, copy=False), W.astype(dt, copy=False), group, st, dl,
                    begins, ends, out, bias)
     return y.astype(X.dtype, copy=False)
 
@@ -483,7 +483,7 @@ def conv_integer(x: np.ndarray, w: np.ndarray, x_zero_point: Optional[np.ndarray
     xf = x.astype(np.float64) - xz
     wf = w.astype(np.float64) - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.ndim else wz)
     # float64 sums of 8-bit products are exact far beyond any realistic kernel size.
-    y = _conv_core(xf, wf, group, st, dl, begins, ends, out)
+    y = conv_core(xf, wf, group, st, dl, begins, ends, out)
     return np.rint(y).astype(np.int32)
 
 

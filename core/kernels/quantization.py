@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import InvalidArgument
 from .cast import cast_array
-from .conv import _conv_core, conv_setup
+from .conv import conv_core, conv_setup
 from .registry import register
 from ._util import norm_axis
 
@@ -226,7 +226,7 @@ def qlinear_conv(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray, w
     wz = channel_vec(w_zero_point, "w_zero_point")
     xf = x.astype(np.float64) - xz.reshape(())
     wf = w.astype(np.float64) - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.ndim else wz)
-    acc = _conv_core(xf, wf, group, st, dl, begins, ends, out)
+    acc = conv_core(xf, wf, group, st, dl, begins, ends, out)
     if B is not None:
         bias = np.asarray(B)
         if bias.shape != (m,):

@@ -54,13 +54,7 @@ LAZY_EDGES_ALLOWED: Set[Tuple[str, str]] = {
 
 # Private reach-ins still waiting for a public piece: (module, what) with a reason. An entry
 # that no longer occurs fails the test, so the list only shrinks.
-PRIVATE_ALLOWED: Set[Tuple[str, str]] = {
-    # activation.py and conv.py are being reshaped by the fused-op contract (issue #15 point 4),
-    # which publishes the activation math; _conv_core wants a public name when conv.py settles
-    *(("onnxedge.kernels.contrib_transformer", "from onnxedge.kernels.activation import " + n)
-      for n in ("_celu", "_elu", "_gelu", "_selu", "_softplus", "_softsign", "_thresholded_relu")),
-    ("onnxedge.kernels.quantization", "from onnxedge.kernels.conv import _conv_core"),
-}
+PRIVATE_ALLOWED: Set[Tuple[str, str]] = set()
 
 
 def _modules() -> Dict[str, str]:
