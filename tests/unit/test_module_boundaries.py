@@ -39,15 +39,10 @@ PUBLIC_UNDERSCORE = {"_replace", "_fields", "_asdict", "_make", "_field_defaults
 # Lazy (function-level) imports that close a loop, each with the reason it must stay lazy.
 # Entries are (importer, imported); one that no longer occurs fails the test, so the list
 # only shrinks.
-_GPU_FAMILIES = ("elementwise", "matmul", "conv", "pool", "normalization", "reduce", "movement",
-                 "views", "attention", "resize")
 LAZY_EDGES_ALLOWED: Set[Tuple[str, str]] = {
     # registration by import: the rule modules register into the service that loads them on
     # first use (a rules registry module of its own would remove these)
     ("onnxedge.facts", "onnxedge.fact_rules"),
-    # web/webgpu/ops/__init__.py holds the op table (register, attr, F32) and loads the family
-    # modules that register into it; moving the table to ops/registry.py would remove these
-    *(("onnxedge.web.webgpu.ops", "onnxedge.web.webgpu.ops." + f) for f in _GPU_FAMILIES),
     # the wasm claims' build hook loads the kernels' side only when a claimed node is compiled
     ("onnxedge.web.wasm.claims", "onnxedge.web.wasm.ops"),
 }

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any, List, Optional
 
 from ..runtime import Recorder, strides_of
-from . import F32, attr, float_inputs, register
 from .elementwise import binary
 from .matmul import FUSED_DOMAIN, gemm
 from .movement import strided_copy
 from .normalization import softmax_rows
+from .table import F32, attr, float_inputs, register
 
 
 def _check(node: Any, facts: Any) -> Optional[str]:

@@ -8,8 +8,9 @@ from onnxedge import fused_ops
 from onnxedge.geometry import auto_pad_mode, conv_geometry, spatial_attr, transpose_geometry
 
 from ..runtime import GpuTensor, Recorder, Uniform, grid
-from . import F32, attr, float_inputs, register, tiles
+from . import tiles
 from .matmul import ACTIVATIONS, FUSED_DOMAIN, activation_of, check_activation
+from .table import F32, attr, float_inputs, register
 
 
 def _check(node: Any, facts: Any) -> Optional[str]:

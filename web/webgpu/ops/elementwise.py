@@ -12,7 +12,7 @@ import numpy as np
 from onnxedge import fused_ops
 
 from ..runtime import MAX_RANK, Recorder, Uniform, broadcast_strides, grid, is_gpu
-from . import F32, attr, float_inputs, register
+from .table import F32, attr, float_inputs, register
 
 # op -> (expression, {attribute: default} in the order alpha, beta, gamma)
 UNARY = {

@@ -14,8 +14,9 @@ import numpy as np
 from onnxedge import fused_ops
 
 from ..runtime import GpuTensor, Recorder, Uniform, broadcast_strides
-from . import F32, attr, float_inputs, register, tiles
+from . import tiles
 from .elementwise import broadcast_shape, collapse
+from .table import F32, attr, float_inputs, register
 
 FUSED_DOMAIN = fused_ops.DOMAIN
 FLT_MAX = 3.4028234e38   # a WGSL uniform stands in for Clip's default infinite bounds

@@ -7,8 +7,8 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ..runtime import MAX_RANK, GpuTensor, Recorder, Uniform, broadcast_strides, grid, strides_of
-from . import attr, register
 from .elementwise import broadcast_shape
+from .table import attr, register
 
 _DATA = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)}
 _NOMOD = 0xFFFFFFFF

@@ -8,8 +8,8 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from ..runtime import Recorder, Uniform, grid
-from . import F32, attr, float_inputs, register
 from .matmul import FUSED_DOMAIN
+from .table import F32, attr, float_inputs, register
 
 _NORM_BODY = """
   var mean = 0.0;

@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 from onnxedge.geometry import auto_pad_mode, pool_geometry, spatial_attr
 
 from ..runtime import Recorder, Uniform, grid
-from . import F32, attr, float_inputs, register
+from .table import F32, attr, float_inputs, register
 
 _KINDS = {
     "max": ("-3.4028234e38", "acc = max(acc, v);", ""),

@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 import numpy as np
 
 from ..runtime import MAX_RANK, Recorder, Uniform, grid, strides_of
-from . import attr, float_inputs, register
+from .table import attr, float_inputs, register
 
 # op -> (init, step over v, finish)
 _KINDS = {

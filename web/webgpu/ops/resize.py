@@ -16,7 +16,7 @@ import numpy as np
 from onnxedge.kernels import resize as cpu
 
 from ..runtime import GpuTensor, Recorder, Uniform, grid
-from . import F32, attr, register
+from .table import F32, attr, register
 
 _NEAREST_TYPES = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32)}
 _MODES_V10 = ("nearest", "linear", "bilinear")

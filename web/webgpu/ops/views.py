@@ -7,7 +7,7 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ..runtime import Recorder, is_gpu
-from . import attr, register
+from .table import attr, register
 
 _OK = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)}
 
