@@ -9,7 +9,6 @@ one event naming its nodes). `InferenceSession.end_profiling()` writes the file.
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -88,6 +87,7 @@ class Profiler:
             path = os.path.join(folder, "%s%s_%d.json" % (self.prefix, stamp, n))
         with self._lock:
             events = list(self.events)
+        import json   # here, not at import: the page need not compile json's sources
         with open(path, "w") as f:
             f.write("[\n" + ",\n".join(json.dumps(e, sort_keys=True) for e in events) + "\n]\n")
         return path

@@ -73,3 +73,23 @@ def test_unsafe_and_broken_archives_are_refused(runtime, tmp_path, monkeypatch) 
     with pytest.raises(ValueError, match="not a zip archive"):
         runtime["_zip_members"](b"not a zip at all", "n.whl")
     assert not os.path.exists(tmp_path.parent / "evil.py")
+
+
+VALUES = [None, True, False, 0, -7, 2 ** 40, 1.5, -0.25, 1e-300, "", "plain", 'q"uo\\te',
+          "ctl\x00\x01\n\t\x1f", "naïve ✓ 漢字", [], {}, [1, [2, [3, None]]],
+          {"a": {"b": ["c", 1.0, None]}, "é": True}, ("tu", "ple")]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
+def test_dumps_is_json(runtime, value) -> None:
+    """The page's small JSON encoder: json.loads reads back the value (tuples as lists)."""
+    import json
+    want = json.loads(json.dumps(value))
+    assert json.loads(runtime["_dumps"](value)) == want
+
+
+def test_dumps_non_finite_and_objects(runtime) -> None:
+    import json
+    text = runtime["_dumps"]({"nan": float("nan"), "inf": float("-inf"), "obj": object})
+    got = json.loads(text)
+    assert got["nan"] is None and got["inf"] is None and got["obj"] == str(object)

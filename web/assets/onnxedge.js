@@ -245,8 +245,12 @@ async function startPyodide() {
   numpy.catch(() => {});
   progress("wheel", "start");
   const [runtime, ...wheels] = await downloads;
-  const t2 = now();
+  let t2 = now();
+  pyodide.runPython("0");   // Pyodide's first runPython warms its evaluator up (tens of ms)
+  t.pyodideWarmMs = now() - t2;
+  t2 = now();
   pyodide.runPython(new TextDecoder().decode(runtime));
+  t.runtimeMs = now() - t2;
   const install = pyodide.globals.get("install_wheel");
   for (let i = 0; i < env.wheels.length; i++) {
     if (wheels[i] === null) {

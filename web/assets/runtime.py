@@ -6,11 +6,13 @@ JS map `globalThis.onnxedgeCalls` (so concurrent calls never share a global). Ev
 a plain JS object: `{ok: true, ...}` or `{ok: false, type, message}` carrying onnxedge's own
 error (the JS side rejects with it). Tensors cross in one bulk copy each way (a Uint8Array's
 `assign_to` into a bytearray, `assign` from a numpy array).
-"""
-from __future__ import annotations
 
+Start-up cost matters here (Pyodide 0.17 compiles every stdlib module it imports from source at
+each page load): JSON crosses with the browser's own JSON.parse and a small encoder below
+instead of the `json` package, and wheels unpack without `zipfile`.
+"""
 import importlib
-import json
+import math
 import os
 import sys
 import time
@@ -44,8 +46,42 @@ def _obj(**fields):
     return o
 
 
+_ESCAPES = {i: "\\u%04x" % i for i in range(32)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+
+
+def _dumps(value):
+    """JSON text of plain Python data (dict, list, tuple, str, int, float, bool, None); NaN and
+    infinities become null, other objects their str()."""
+    if value is None or value is True or value is False:
+        return "null" if value is None else ("true" if value else "false")
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else "null"
+    if isinstance(value, dict):
+        return "{" + ",".join(_dumps(str(k)) + ":" + _dumps(v) for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_dumps(v) for v in value) + "]"
+    return '"' + str(value).translate(_ESCAPES) + '"'
+
+
+def _py(value):
+    """Plain Python data of a JS value from JSON.parse (objects -> dict, arrays -> list)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if js.Array.isArray(value):
+        return [_py(v) for v in value]
+    return {str(k): _py(getattr(value, str(k))) for k in js.Object.keys(value)}
+
+
+def _loads(text):
+    """Python data of JSON text (parsed by the browser)."""
+    return _py(js.JSON.parse(str(text)))
+
+
 def _json(value):
-    return js.JSON.parse(json.dumps(value))
+    return js.JSON.parse(_dumps(value))
 
 
 def _site_packages():
@@ -197,7 +233,7 @@ async def _create(args):
     import onnxedge
     t0 = _now()
     model = _bytes_of(args.model)
-    providers, skipped = await _usable(_providers(json.loads(args.providers)))
+    providers, skipped = await _usable(_providers(_loads(args.providers)))
     opts = onnxedge.SessionOptions()
     level = args.graphOptimizationLevel
     if level:
@@ -233,7 +269,7 @@ def _feeds(args):
     import numpy as np
     from onnxedge.errors import InvalidArgument
     sess = _session(args.session)
-    meta = json.loads(args.meta)
+    meta = _loads(args.meta)
     feeds = {}
     for f, u8 in zip(meta["feeds"], args.buffers):
         name, dtype, dims = f["name"], f["type"], [int(d) for d in f["dims"]]
@@ -350,5 +386,5 @@ def oxe_versions():
     """JSON: Python, numpy and onnxedge versions inside the page, and whether it opens .onnx."""
     import numpy
     import onnxedge
-    return json.dumps({"python": sys.version.split()[0], "numpy": numpy.__version__,
+    return _dumps({"python": sys.version.split()[0], "numpy": numpy.__version__,
                        "onnxedge": onnxedge.__version__, "opensOnnx": _opens_onnx()})
