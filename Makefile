@@ -70,7 +70,7 @@ $(STAMP)/apt-vulkan:
 	dpkg -s mesa-vulkan-drivers libvulkan1 >/dev/null 2>&1 || { apt-get update -q && apt-get -o DPkg::Lock::Timeout=900 install -y -q mesa-vulkan-drivers libvulkan1; }
 	@touch $@
 
-test-webgpu: setup  ## the WebGPU provider's tests (kernels, the three models) on lavapipe; its node-suite cases: pytest tests/conformance -k WebGpuExecutionProvider/
+test-webgpu: setup  ## the WebGPU provider's tests (kernels, the three models, its node-suite cases in tests/conformance) on lavapipe
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/webgpu tests/conformance/test_node_suite.py -k 'not ExecutionProvider/ or WebGpuExecutionProvider/'
 
 # --- the browser page (Chromium + Pyodide 0.17.1 from npm + wheels for micropip) -------------
