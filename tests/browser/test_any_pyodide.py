@@ -5,7 +5,8 @@ wasm SIMD kernels from the wheel's own module bytes (no URL) and WebGPU, and ses
 fetched `.onnx` bytes give onnxruntime's outputs (computed natively) on CPU (numpy), the wasm
 kernels on 1 and 2 threads, and WebGPU. The three benchmark models (mlp, resnet18,
 bert_encoder) open from `.onnx` bytes in both. A worker start-up past its time limit
-falls back to one thread with the reason.
+falls back to one thread with the reason; a page that is not cross-origin isolated runs one
+thread and init warns why.
 
 Tolerances: rtol 1e-4 / atol 1e-5 for CPU and wasm (as tests/models), 1e-3 / 1e-4 for WebGPU
 (as the page's WebGPU model tests: f32 sums in another order on the GPU).
@@ -69,7 +70,7 @@ def model_files(tmp_path_factory: Any, data_dir: str) -> Dict[str, Dict[str, Any
         ref = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
         expected = dict(zip([o.name for o in ref.get_outputs()], ref.run(None, feeds)))
         out[name] = {"model": "/data/%s.onnx" % name, "feeds": "/data/%s_feeds.npz" % name,
-                     "expected": expected}
+                     "expected": expected, "path": path}
     return out
 
 
@@ -181,3 +182,40 @@ json.dumps({"threads": int(rt.threads), "note": str(rt.note)})
 """)
     assert got["threads"] == 1, got
     assert "did not start within 1 ms" in got["note"], got
+
+
+def test_not_isolated_runs_one_thread_with_a_warning(browser: Any, wheel_dir: str, data_dir: str,
+                                                    model_files: Dict[str, Any]) -> None:
+    """A bare page served without COOP/COEP: init(threads=2) warns that the context is not
+    cross-origin isolated and starts the kernels on one thread; a session still runs on them."""
+    from onnxedge.web.static_server import PageServer
+    from conftest import PYODIDE_DIR
+    server = PageServer({"/pyodide/": PYODIDE_DIR, "/wheels/": wheel_dir, "/data/": data_dir},
+                        isolated=False).start()
+    try:
+        c = open_context(browser, server.origin, data_dir, "page")
+        wheels = [server.origin + "/wheels/" + n for n in sorted(os.listdir(wheel_dir))
+                  if n.endswith(".whl")]
+        c.run_json(install_code(wheels), timeout_s=180)
+        got = c.run_json("""
+import json, warnings, numpy as np, onnxedge, onnxedge.web
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    status = await onnxedge.web.init(threads=2)
+sess = onnxedge.InferenceSession(await onnxedge.web.fetch_bytes("/data/mlp.onnx"),
+                                 providers=["WasmSimdExecutionProvider", "CPUExecutionProvider"])
+y = sess.run(None, {"input": np.ones((1, 784), np.float32)})[0]
+y = y.tolist()
+json.dumps({"status": status, "warnings": [str(w.message) for w in caught],
+            "providers": sess.get_providers(), "y": y})
+""")
+        assert not c.blocked, c.blocked
+    finally:
+        server.stop()
+    assert got["status"]["isolated"] is False
+    assert got["status"]["wasm"]["threads"] == 1, got
+    assert any("not cross-origin isolated" in w and "one thread" in w for w in got["warnings"]), got
+    assert got["providers"][0] == WASM
+    ref = onnxruntime.InferenceSession(model_files["mlp"]["path"], providers=["CPUExecutionProvider"])
+    want = ref.run(None, {"input": np.ones((1, 784), np.float32)})[0]
+    np.testing.assert_allclose(np.array(got["y"], np.float32), want, rtol=1e-4, atol=1e-5)
