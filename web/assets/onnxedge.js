@@ -249,7 +249,10 @@ async function startPyodide() {
   pyodide.runPython("0");   // Pyodide's first runPython warms its evaluator up (tens of ms)
   t.pyodideWarmMs = now() - t2;
   t2 = now();
-  pyodide.runPython(new TextDecoder().decode(runtime));
+  // compile() straight away: runPython(text) parses the source twice (ast, then compile)
+  globalThis.onnxedgeRuntimeSource = new TextDecoder().decode(runtime);
+  pyodide.runPython("import js\nexec(compile(js.onnxedgeRuntimeSource, 'onnxedge-runtime.py', 'exec'), globals())");
+  delete globalThis.onnxedgeRuntimeSource;
   t.runtimeMs = now() - t2;
   const install = pyodide.globals.get("install_wheel");
   for (let i = 0; i < env.wheels.length; i++) {
