@@ -115,4 +115,23 @@ def _rewrite(wheel: str, root: str, infos: List[zipfile.ZipInfo], added: List[st
     os.replace(new, wheel)
 
 
-__all__ = ["compile_wheel", "find_python", "PYTHON_ENV"]
+def main(argv: Optional[List[str]] = None) -> int:
+    """`python -m onnxedge.web.pyc WHEEL [--python-version 3.8] [--sourceless]`: compile a wheel
+    for a Pyodide app of your own (e.g. the full wheel a JupyterLite site installs)."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m onnxedge.web.pyc", description=main.__doc__)
+    p.add_argument("wheel")
+    p.add_argument("--python-version", default="3.8",
+                   help="the Pyodide's Python (3.8 for Pyodide 0.17.1)")
+    p.add_argument("--python", default=None, help="that interpreter (default: found)")
+    p.add_argument("--sourceless", action="store_true", help=".pyc instead of the .py files")
+    args = p.parse_args(argv)
+    compiled, note = compile_wheel(args.wheel, args.python_version, args.python, args.sourceless)
+    print(note)
+    return 0 if compiled else 1
+
+
+__all__ = ["compile_wheel", "find_python", "main", "PYTHON_ENV"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

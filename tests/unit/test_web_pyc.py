@@ -84,3 +84,14 @@ def test_without_python_the_wheel_stays(tmp_path, monkeypatch: pytest.MonkeyPatc
     compiled, note = pyc.compile_wheel(wheel, "3.8")
     assert not compiled and "no Python 3.8" in note and pyc.PYTHON_ENV in note
     assert open(wheel, "rb").read() == before
+
+
+def test_command_line(py38: str, tmp_path) -> None:
+    """python -m onnxedge.web.pyc WHEEL --sourceless compiles it and says so."""
+    import sys
+    wheel = _wheel(str(tmp_path / "pkgx-1.0-py3-none-any.whl"))
+    proc = subprocess.run([sys.executable, "-m", "onnxedge.web.pyc", wheel, "--sourceless"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "compiled 2 modules to .pyc for Python 3.8 (sourceless)" in proc.stdout
+    assert "pkgx/mod.pyc" in zipfile.ZipFile(wheel).namelist()
