@@ -230,4 +230,46 @@ def strip_text(source: str, filename: str = "<module>", docstrings: bool = True)
     except (tokenize.TokenError, IndentationError):
         return source
     out = "".join(line for n, line in enumerate(lines, 1) if line.strip() or n in in_string)
+    if not _compiles(out, filename):
+        return source
+    return strip_annotations(out, filename)
+
+
+class _DropAnnotations(ast.NodeTransformer):
+    """Function signature annotations and annotated assignments inside functions removed (class
+    bodies keep theirs: a NamedTuple's fields are its annotations)."""
+
+    def visit_FunctionDef(self, node: ast.AST) -> ast.AST:
+        args = node.args
+        for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+            if a is not None:
+                a.annotation = None
+        node.returns = None
+        node.body = [self._plain(stmt) for stmt in node.body]
+        self.generic_visit(node)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    @staticmethod
+    def _plain(stmt: ast.stmt) -> ast.stmt:
+        if isinstance(stmt, ast.AnnAssign):
+            if stmt.value is None:
+                return ast.copy_location(ast.Pass(), stmt)
+            return ast.copy_location(ast.Assign(targets=[stmt.target], value=stmt.value), stmt)
+        return stmt
+
+
+def strip_annotations(source: str, filename: str = "<module>") -> str:
+    """The source with function annotations dropped and re-printed compactly (`ast.unparse`, a
+    Python 3.9+ builder; on 3.8 the source is returned as is). Comments must be gone already:
+    unparse drops them. The result must compile, else the source is returned."""
+    if not hasattr(ast, "unparse"):
+        return source
+    try:
+        tree = _DropAnnotations().visit(ast.parse(source, filename))
+        ast.fix_missing_locations(tree)
+        out = ast.unparse(tree) + "\n"
+    except (SyntaxError, ValueError, RecursionError):
+        return source
     return out if _compiles(out, filename) else source

@@ -130,3 +130,26 @@ def test_strip_text_removes_docstrings_and_comments_only():
     assert out.splitlines()[0] == "from __future__ import annotations"
     # a module reading its own __doc__ keeps its docstrings
     assert '"""Kept."""' in strip.strip_text('"""Kept."""\nprint(__doc__)\n')
+
+
+def test_strip_annotations_keeps_namedtuple_fields_and_behaviour():
+    import ast
+    from onnxedge.reduced_build import strip as strip_mod
+    if not hasattr(ast, "unparse"):
+        return   # the builder on Python 3.8 leaves annotations in place
+    src = (
+        "from __future__ import annotations\n"
+        "from typing import List, NamedTuple\n"
+        "class P(NamedTuple):\n"
+        "    a: int\n"
+        "    b: str = 'x'\n"
+        "def f(x: List[int], *rest: int, k: float = 2.0, **kw: str) -> int:\n"
+        "    total: int = sum(x) + len(rest)\n"
+        "    unused: int\n"
+        "    return int(total * k)\n")
+    out = strip_mod.strip_annotations(src)
+    assert "List[int]" not in out and "-> int" not in out and "total = " in out
+    ns: dict = {}
+    exec(compile(out, "<stripped>", "exec"), ns)
+    assert ns["f"]([1, 2], 3, k=3.0) == 9
+    assert ns["P"](1)._fields == ("a", "b") and ns["P"](1).b == "x"
