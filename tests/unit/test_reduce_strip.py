@@ -151,5 +151,5 @@ def test_strip_annotations_keeps_namedtuple_fields_and_behaviour():
     assert "List[int]" not in out and "-> int" not in out and "total = " in out
     ns: dict = {}
     exec(compile(out, "<stripped>", "exec"), ns)
-    assert ns["f"]([1, 2], 3, k=3.0) == 9
+    assert ns["f"]([1, 2], 3, k=3.0) == 12
     assert ns["P"](1)._fields == ("a", "b") and ns["P"](1).b == "x"
