@@ -177,10 +177,11 @@ def unpack_bits(packed: np.ndarray, bits: int) -> np.ndarray:
     return codes.reshape(p.shape[:-1] + (p.shape[-1] * per,)).astype(np.uint8)
 
 
-def _nbits_weight(op: str, B: np.ndarray, scales: np.ndarray, zero_points: Optional[np.ndarray],
+def nbits_weight(op: str, B: np.ndarray, scales: np.ndarray, zero_points: Optional[np.ndarray],
                   g_idx: Optional[np.ndarray], K: int, N: int, bits: int,
                   block_size: int) -> np.ndarray:
-    """MatMulNBits' B dequantized to float32 [N, K]."""
+    """MatMulNBits' B dequantized to float32 [N, K] (the CPU kernel's, and the WebGPU
+    provider's for its constant weights)."""
     if block_size < 16 or block_size & (block_size - 1):
         raise InvalidArgument("%s: block_size must be a power of 2 and >= 16, got %d"
                               % (op, block_size))
@@ -239,7 +240,7 @@ def matmul_nbits(A: np.ndarray, B: np.ndarray, scales: np.ndarray,
     if a.ndim == 0 or a.shape[-1] != K:
         raise InvalidArgument("%s: A's last dimension must be K=%d, got shape %s"
                               % (op, K, a.shape))
-    w = _nbits_weight(op, B, scales, zero_points, g_idx, K, N, bits, int(block_size))
+    w = nbits_weight(op, B, scales, zero_points, g_idx, K, N, bits, int(block_size))
     y = np.matmul(a.astype(_F32), w.T)
     if bias is not None:
         y = y + np.asarray(bias).astype(_F32)

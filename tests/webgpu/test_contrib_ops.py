@@ -61,3 +61,41 @@ def test_bert_block_contrib_ops_run_on_webgpu(webgpu):
               if r["provider"] == "WebGpuExecutionProvider"}
     for op in ("MultiHeadAttention", "FusedMatMul", "LayerNormalization", "Gelu"):
         assert op in on_gpu, (op, sess.partition_report())
+
+
+def _matmul_nbits_model(K: int = 80, N: int = 24, block: int = 32, bits: int = 4,
+                        zero_points: bool = True) -> bytes:
+    """MatMulNBits with constant 4-bit B (packed zero points, a bias) as MatMulNBitsQuantizer
+    writes it, K not a multiple of the block size."""
+    rng = np.random.RandomState(1)
+    k_blocks = -(-K // block)
+    blob = block * bits // 8
+    inits = [numpy_helper.from_array(rng.randint(0, 256, (N, k_blocks, blob)).astype(np.uint8), "B"),
+             numpy_helper.from_array((rng.rand(N * k_blocks).astype(np.float32) + 0.5) * 0.05, "scales"),
+             numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "bias")]
+    ins = ["a", "B", "scales", "", "", "bias"]
+    if zero_points:
+        per_row = -(-k_blocks * bits // 8)
+        inits.append(numpy_helper.from_array(rng.randint(0, 256, (N * per_row,)).astype(np.uint8), "zp"))
+        ins[3] = "zp"
+    node = helper.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=K, N=N,
+                            bits=bits, block_size=block)
+    graph = helper.make_graph([node], "nbits", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["M", K])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M", N])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 10
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("zero_points", [True, False])
+def test_matmul_nbits_runs_on_webgpu(webgpu, zero_points):
+    model = _matmul_nbits_model(zero_points=zero_points)
+    sess = onnxedge.InferenceSession(model, providers=webgpu)
+    assert [r["provider"] for r in sess.partition_report()] == ["WebGpuExecutionProvider"]
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for rows in (1, 5):     # the dequantized weight is uploaded once and reused
+        a = np.random.RandomState(rows).standard_normal((rows, 80)).astype(np.float32)
+        want = ref.run(None, {"a": a})[0]
+        got = sess.run(None, {"a": a})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

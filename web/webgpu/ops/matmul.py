@@ -214,3 +214,30 @@ def run_fused_gemm(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[
 
 
 __all__ = ["gemm", "matmul", "ACTIVATIONS", "activation_of", "check_activation"]
+
+
+def _check_matmul_nbits(node: Any, facts: Any) -> Optional[str]:
+    return float_inputs(node, facts, [0, 5])
+
+
+@register(["MatMulNBits"], check=_check_matmul_nbits, host_inputs=(1, 2, 3, 4),
+          domain=fused_ops.MS_DOMAIN)
+def run_matmul_nbits(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
+    """MatMulNBits (com.microsoft): the 4/8-bit B dequantized on the host (the CPU kernel's
+    rule) once per weight array — an initializer is the same array every run, so its float
+    copy stays on the device —, then MatMul + bias on the GPU."""
+    from onnxedge.kernels.contrib_quant import nbits_weight
+    B = ins[1]
+    key = "%s|MatMulNBits-dequantized" % node.inputs[1]
+    w_gpu = rt.consts.get(key, B, rt.f16) if rt.consts is not None else None
+    if w_gpu is None:
+        w = nbits_weight("MatMulNBits", B, ins[2], ins[3] if len(ins) > 3 else None,
+                         ins[4] if len(ins) > 4 else None, int(attr(node, "K", 0)),
+                         int(attr(node, "N", 0)), int(attr(node, "bits", 4)),
+                         int(attr(node, "block_size", 0)))
+        w = np.ascontiguousarray(w.T, dtype=F32)
+        w_gpu = GpuTensor(rt.device.upload(rt.to_storage(w)), w.shape, w.dtype)
+        if rt.consts is not None:
+            rt.consts.put(key, B, rt.f16, w_gpu)
+    bias = ins[5] if len(ins) > 5 and ins[5] is not None else None
+    return [matmul(rt, ins[0], w_gpu, bias)]
