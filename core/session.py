@@ -251,9 +251,11 @@ class InferenceSession:
         self._runner_for_subgraphs = executor.GraphRunner(ir.Graph(), opsets, self._functions)
         outputs = [o.name for o in graph.outputs]
         free = executor.last_uses(graph.nodes, outputs)
+        # facts (types and shapes) are worked out when a provider other than the CPU's is asked
+        # to claim nodes (set_providers): the numpy kernels need none
         self._ctx = CompileContext(opsets, {i: f for i, f in enumerate(free)}, self._functions,
-                                   self._runner_for_subgraphs.run_child,
-                                   facts.infer(graph, opsets))
+                                   self._runner_for_subgraphs.run_child)
+        self._facts_known = False
         self._fallback = True
         self.set_providers(providers, provider_options)
         self._inputs = [NodeArg(v.name, v.type) for v in graph.inputs if v.name not in graph.initializers]
@@ -355,6 +357,9 @@ class InferenceSession:
         """Choose the providers again (as in the constructor) and re-partition the model."""
         self._providers = self._create_providers(_normalize_providers(providers, provider_options),
                                                  int(self._sess_options.intra_op_num_threads or 0))
+        if not self._facts_known and any(p.name != "CPUExecutionProvider" for p in self._providers):
+            self._ctx.facts = facts.infer(self._model.graph, self._ctx.opsets)
+            self._facts_known = True
         self._plan = build_plan(self._model.graph, self._providers, self._ctx)
 
     def disable_fallback(self) -> None:

@@ -49,6 +49,9 @@ RUNTIME_DROPS = ("onnxedge/optimizer/", "onnxedge/onnx_loader.py", "onnxedge/onn
                  "onnxedge/onnx_writer.py",
                  "onnxedge/cli.py", "onnxedge/serve.py", "onnxedge/format/writer.py",
                  "onnxedge/format/fb/", "onnxedge/format/oxe.fbs", "onnxedge/py.typed")
+# what a runtime wheel whose only provider is the CPU's also leaves out: the type/shape rules
+# (a session works facts out only for other providers) and the op-support records they claim by
+RUNTIME_CPU_ONLY_DROPS = ("onnxedge/fact_rules.py", "onnxedge/providers/support.py")
 RUNTIME_DROPPED_REQUIRES = ("flatbuffers",)
 ARCHES = ("x86_64", "aarch64", "armv7l", "wasm32")
 ROOMS = ("web", "edge", "reduced_build")   # onnxedge's subpackages that are not the core
@@ -391,7 +394,10 @@ def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Seque
     files = collect_files(extra_packages, arch)
     if profile == "runtime":
         asked = module_files([m for m in extra_packages if single_module_file(m) is not None])
-        for arc in [a for a in files if a.startswith(RUNTIME_DROPS) and a not in asked]:
+        drops = RUNTIME_DROPS
+        if not any(m.split(".")[1:2] and m.split(".")[1] in ROOMS for m in extra_packages):
+            drops = drops + RUNTIME_CPU_ONLY_DROPS
+        for arc in [a for a in files if a.startswith(drops) and a not in asked]:
             del files[arc]
     modules, missing = kernel_modules_for(set(table) if all_ops else req_ops, table,
                                           also=kernels_imported_outside(files))

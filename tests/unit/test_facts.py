@@ -168,14 +168,25 @@ def test_session_hands_the_facts_to_providers_in_the_compile_context(monkeypatch
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     so = onnxedge.SessionOptions()
     so.graph_optimization_level = onnxedge.GraphOptimizationLevel.ORT_DISABLE_ALL
-    onnxedge.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    # facts are worked out once a provider other than the CPU's is in the session (here NNAPI
+    # in reference mode); every provider of the session then reads the same ones
+    onnxedge.InferenceSession(model.SerializeToString(), so,
+                              providers=[("NnapiExecutionProvider", {"reference": True}),
+                                         "CPUExecutionProvider"])
     assert seen and seen[0].shape("a") == [2, 2] and seen[0].dtype("b") == np.float32
+    seen.clear()
+    sess = onnxedge.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    assert seen and seen[0].shape("a") is None          # numpy alone: no facts worked out
+    sess.set_providers([("NnapiExecutionProvider", {"reference": True}), "CPUExecutionProvider"])
+    assert seen[-1].shape("a") == [2, 2]
 
 
 def test_facts_module_lives_outside_what_runtime_wheels_drop():
     from onnxedge.reduced_build import wheel
     for mod in ("onnxedge/facts.py", "onnxedge/fact_rules.py"):
         assert not any(mod.startswith(d) or mod == d for d in wheel.RUNTIME_DROPS), mod
+    # a CPU-only runtime wheel leaves the rules out: its sessions never work facts out
+    assert "onnxedge/fact_rules.py" in wheel.RUNTIME_CPU_ONLY_DROPS
 
 
 def test_facts_and_bridges_run_without_the_optimizer():
