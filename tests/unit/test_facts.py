@@ -218,8 +218,15 @@ def _reference(model: Any, symbolic: bool) -> Dict[str, Tuple[int, Optional[List
     ref = None
     if symbolic:
         try:
+            import tempfile
             from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-            ref = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+            here = os.getcwd()
+            with tempfile.TemporaryDirectory() as scratch:   # it writes temporary files into the cwd
+                os.chdir(scratch)
+                try:
+                    ref = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+                finally:
+                    os.chdir(here)
         except Exception:   # it gives up on some graphs; onnx's own inference still answers
             ref = None
     if ref is None:
