@@ -83,13 +83,6 @@ def check_model_identifiers(model: ir.Model) -> ir.Model:
     return model
 
 
-def _reads(node: ir.Node, cache: Optional[Dict[int, List[str]]] = None) -> List[str]:
-    reads = [n for n in node.inputs if n]
-    for _, sub in node.subgraphs():
-        reads.extend(sub.outer_references(cache))
-    return reads
-
-
 def topological_order(graph: ir.Graph, outer: Iterable[str] = (),
                       cache: Optional[Dict[int, List[str]]] = None) -> List[ir.Node]:
     """The graph's nodes in an order where each node follows the producers of what it reads
@@ -110,7 +103,7 @@ def topological_order(graph: ir.Graph, outer: Iterable[str] = (),
     deps: List[Set[int]] = []
     for node in graph.nodes:
         d: Set[int] = set()
-        for name in _reads(node, cache):
+        for name in node.reads(cache):
             if name in producer:
                 d.add(producer[name])
             elif name not in available:

@@ -19,14 +19,6 @@ from .kernels.registry import KernelContext
 Env = Dict[str, Any]
 
 
-def node_reads(node: ir.Node) -> List[str]:
-    """Every value a node reads: its inputs and what its subgraphs take from outer scopes."""
-    reads = [n for n in node.inputs if n]
-    for _, sub in node.subgraphs():
-        reads.extend(sub.outer_references())
-    return reads
-
-
 def last_uses(nodes: Sequence[ir.Node], keep: Iterable[str]) -> List[List[str]]:
     """For each node, the values that nothing after it reads (and that are not in `keep`)."""
     keep = set(keep)
@@ -34,7 +26,7 @@ def last_uses(nodes: Sequence[ir.Node], keep: Iterable[str]) -> List[List[str]]:
     free: List[List[str]] = [[] for _ in nodes]
     for i in range(len(nodes) - 1, -1, -1):
         node = nodes[i]
-        for name in list(node_reads(node)) + [o for o in node.outputs if o]:
+        for name in node.reads() + [o for o in node.outputs if o]:
             if name not in seen and name not in keep:
                 free[i].append(name)
             seen.add(name)
@@ -284,5 +276,5 @@ def check_supported(nodes: Iterable[ir.Node], opsets: Dict[str, int],
         raise NotImplemented("%s; this build also lacks %s" % (err, others)) from None
 
 
-__all__ = ["GraphRunner", "compile_node", "run_compiled", "last_uses", "node_reads",
+__all__ = ["GraphRunner", "compile_node", "run_compiled", "last_uses",
            "check_supported", "unsupported_ops", "function_kernel"]

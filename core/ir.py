@@ -167,6 +167,14 @@ class Node:
                 out.extend((key, g) for g in val)
         return out
 
+    def reads(self, cache: Optional[Dict[int, List[str]]] = None) -> List[str]:
+        """Every value the node reads: its non-empty inputs, then what its subgraphs take from
+        outer scopes (`cache`: see Graph.outer_references)."""
+        names = [n for n in self.inputs if n]
+        for _, sub in self.subgraphs():
+            names.extend(sub.outer_references(cache))
+        return names
+
     def describe(self) -> str:
         """A short human label: op (domain) and the node's name."""
         dom = self.domain or "ai.onnx"
@@ -225,10 +233,7 @@ class Graph:
         needed: List[str] = []   # in order of first read (a set beside it keeps this linear)
         seen: Set[str] = set()
         for node in self.nodes:
-            reads = list(node.inputs)
-            for _, sub in node.subgraphs():
-                reads.extend(sub.outer_references(cache))
-            for name in reads:
+            for name in node.reads(cache):
                 if name not in defined and name not in seen:
                     seen.add(name)
                     needed.append(name)

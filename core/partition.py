@@ -10,7 +10,7 @@ from typing import Dict, List, NamedTuple, Optional
 
 from . import ir
 from .errors import NotImplemented
-from .providers.base import CompileContext, ExecutionProvider, Step
+from .providers.base import CompileContext, ExecutionProvider, GraphIndex, Group, Step
 
 
 class Assignment(NamedTuple):
@@ -62,16 +62,19 @@ def assign(graph: ir.Graph, providers: List[ExecutionProvider], ctx: CompileCont
 
 
 def build_plan(graph: ir.Graph, providers: List[ExecutionProvider], ctx: CompileContext) -> Plan:
-    """Assign nodes, group consecutive nodes per provider, and compile each group."""
+    """Assign nodes, group consecutive nodes per provider, and compile each Group (its inputs,
+    exported values, frees and constants worked out here, once)."""
     assignments = assign(graph, providers, ctx)
     by_name = {p.name: p for p in providers}
+    index = GraphIndex(graph)
     steps: List[Step] = []
-    run: List[int] = []
+    runs: List[List[int]] = []
     for a in assignments:
-        if run and assignments[run[-1]].provider != a.provider:
-            steps.append(by_name[assignments[run[-1]].provider].compile(graph, run, ctx))
-            run = []
-        run.append(a.node_index)
-    if run:
-        steps.append(by_name[assignments[run[-1]].provider].compile(graph, run, ctx))
+        if runs and assignments[runs[-1][-1]].provider == a.provider:
+            runs[-1].append(a.node_index)
+        else:
+            runs.append([a.node_index])
+    for run in runs:
+        group = Group(graph, run, ctx.free_after, index)
+        steps.append(by_name[assignments[run[-1]].provider].compile(graph, group, ctx))
     return Plan(steps, assignments)

@@ -18,13 +18,13 @@ import hashlib
 import importlib.util
 import json
 import os
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
 from onnxedge import facts, ir
 from onnxedge.errors import EPFail, InvalidArgument, NoSuchFile
-from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+from onnxedge.providers.base import CompileContext, ExecutionProvider, Group, Step
 from onnxedge.providers.base import consecutive_runs as runs  # maximal runs of claimed nodes
 
 Shapes = Dict[str, facts.Fact]
@@ -133,44 +133,23 @@ def static_shapes(graph: ir.Graph, feeds_shapes: Optional[Dict[str, Sequence[int
     return known
 
 
-def _reads(node: ir.Node) -> List[str]:
-    names = [n for n in node.inputs if n]
-    for _, sub in node.subgraphs():
-        names.extend(sub.outer_references())
-    return names
-
-
-def subgraph(graph: ir.Graph, node_indices: Sequence[int],
+def subgraph(graph: ir.Graph, nodes: Union[Group, Sequence[int]],
              shapes: Optional[Shapes] = None) -> ir.Graph:
-    """The nodes at `node_indices` as a self-contained graph.
+    """A group's nodes (a Group, or node indices) as a self-contained graph.
 
-    Inputs: values the nodes read that neither they nor an initializer produce (graph inputs
-    that are also initializers count as inputs), in order of first read. Initializers: the
-    constants they read. Outputs: values they produce that a later node or the graph's outputs
-    use, in order of production. Types come from `shapes` (static_shapes) where known, else from
-    what the graph declares.
+    Inputs: the group's inputs that are not constants (graph inputs that are also initializers
+    count as inputs), in order of first read. Initializers: the constants they read. Outputs:
+    the values the group exports (read by a node outside it, or graph outputs), in order of
+    production. Types come from `shapes` (static_shapes) where known, else from what the graph
+    declares.
     """
-    picked = set(node_indices)
-    nodes = [graph.nodes[i] for i in sorted(picked)]
+    group = nodes if isinstance(nodes, Group) else Group(graph, sorted(set(nodes)))
     fed = {v.name for v in graph.inputs}
     consts = {k: v for k, v in graph.initializers.items() if k not in fed}
-    produced: List[str] = []
-    inputs: List[str] = []
-    used_consts: Dict[str, Any] = {}
-    for node in nodes:
-        for name in _reads(node):
-            if name in produced or name in inputs:
-                continue
-            if name in consts:
-                used_consts[name] = consts[name]
-            else:
-                inputs.append(name)
-        produced.extend(n for n in node.outputs if n)
-    needed_after = {v.name for v in graph.outputs}
-    for i, node in enumerate(graph.nodes):
-        if i not in picked:
-            needed_after.update(_reads(node))
-    outputs = [n for n in produced if n in needed_after]
+    inputs = [n for n in group.inputs if n not in consts]
+    used_consts = {n: consts[n] for n in group.inputs if n in consts}
+    outputs = group.exported
+    produced = [o for n in group.nodes for o in n.outputs if o]
 
     def info(name: str) -> ir.ValueInfo:
         known = shapes.get(name) if shapes else None
@@ -178,7 +157,7 @@ def subgraph(graph: ir.Graph, node_indices: Sequence[int],
             return ir.ValueInfo(name, ir.TypeInfo.tensor(known.elem_type, known.shape))
         return ir.ValueInfo(name, graph.type_of(name))
 
-    return ir.Graph(graph.name + "_sub", nodes, [info(n) for n in inputs],
+    return ir.Graph(graph.name + "_sub", group.nodes, [info(n) for n in inputs],
                     [info(n) for n in outputs], used_consts,
                     {n: info(n) for n in produced if n not in outputs})
 
@@ -336,9 +315,11 @@ class BridgeProvider(ExecutionProvider):
         return self._reasons.get(node, "not checked by %s" % self.name)
 
     # ------------------------------------------------------------------ compile
-    def artifact_for(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Artifact:
-        """The artifact of these nodes: cached, pre-translated in `artifact_dir`, or translated."""
-        sub = subgraph(graph, node_indices, self.shapes(graph, ctx))
+    def artifact_for(self, graph: ir.Graph, nodes: Union[Group, List[int]],
+                     ctx: CompileContext) -> Artifact:
+        """The artifact of a group (or node indices): cached, pre-translated in `artifact_dir`,
+        or translated."""
+        sub = subgraph(graph, nodes, self.shapes(graph, ctx))
         key = artifact_key(sub, self.target, self.target_options(), ctx.opsets)
         if key in self.artifacts:
             return self.artifacts[key]
@@ -366,10 +347,10 @@ class BridgeProvider(ExecutionProvider):
         self.artifacts[key] = art
         return art
 
-    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
+    def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
         """A step running the group's artifact on the device, or in the reference interpreter."""
-        art = self.artifact_for(graph, list(node_indices), ctx)
-        self.groups.append((list(node_indices), art.key))
+        art = self.artifact_for(graph, group, ctx)
+        self.groups.append((group.node_indices, art.key))
         if self.options.get("reference"):
             def runner(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
                 return self.interpret(art, feeds)
@@ -380,7 +361,7 @@ class BridgeProvider(ExecutionProvider):
                          "option {'reference': True} to use the numpy reference interpreter"
                          % (self.name, self.target))
         expected = art.meta.get("input_shapes") or {}
-        free = [n for i in node_indices for n in ctx.free_after.get(i, [])]
+        free = group.freed
         name = self.name
 
         def run(env: Dict[str, Any]) -> None:
@@ -401,7 +382,7 @@ class BridgeProvider(ExecutionProvider):
             for n in free:
                 env.pop(n, None)
 
-        return Step(self.name, list(node_indices), run)
+        return Step(self.name, group.node_indices, run)
 
 
 def provider_of(session: Any, name: str) -> ExecutionProvider:

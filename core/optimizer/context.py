@@ -7,7 +7,6 @@ from typing import Any, Dict, Iterable, List, Optional, Set
 import numpy as np
 
 from .. import facts, fused_ops, ir
-from ..executor import node_reads
 
 FUSED_DOMAIN = fused_ops.DOMAIN
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -42,7 +41,7 @@ class PassContext:
             for out in node.outputs:
                 if out:
                     self.producer[out] = node
-            for name in node_reads(node):
+            for name in node.reads():
                 self.users.setdefault(name, []).append(node)
         self.removed = set()
         self._graveyard: List[ir.Node] = []
@@ -156,7 +155,7 @@ class PassContext:
             for out in node.outputs:
                 if out:
                     self.producer[out] = node
-            for name in node_reads(node):
+            for name in node.reads():
                 self.users.setdefault(name, []).append(node)
         kept = {o for n in new for o in n.outputs}
         for node in old:

@@ -9,7 +9,6 @@ from typing import Callable, Dict, Iterable, List, Sequence
 
 from .. import ir
 from ..checker import topological_order
-from ..executor import node_reads
 from .context import PassContext
 from .passes import (activation_fusion, attention_fusion, bias_fusion, constant_folding,
                      contrib_mapping, conv_add_fusion, conv_bn, dead_code, eliminate, gelu_fusion,
@@ -32,7 +31,7 @@ def tidy(graph: ir.Graph, outer: Iterable[str] = ()) -> None:
     reads = {o.name for o in graph.outputs}
     made = set()
     for node in graph.nodes:
-        reads.update(node_reads(node))
+        reads.update(node.reads())
         made.update(node.outputs)
     fed = {v.name for v in graph.inputs}
     for name in [n for n in graph.initializers if n not in reads and n not in fed]:

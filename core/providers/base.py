@@ -1,7 +1,7 @@
 """The execution-provider interface that the partitioner and the session talk to."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Set
 
 from .. import facts as _facts
 from .. import ir
@@ -17,6 +17,68 @@ def consecutive_runs(indices: Iterable[int]) -> List[List[int]]:
         else:
             out.append([i])
     return out
+
+
+class GraphIndex:
+    """Who reads each value of a graph and which values are constants, worked out once per
+    graph (the partitioner builds one and every Group of the graph reads it)."""
+
+    def __init__(self, graph: ir.Graph):
+        self.outputs: Set[str] = {v.name for v in graph.outputs}
+        self.readers: Dict[str, Set[int]] = {}
+        for i, node in enumerate(graph.nodes):
+            for name in node.reads():
+                self.readers.setdefault(name, set()).add(i)
+        fed = {v.name for v in graph.inputs}
+        self.constants: Set[str] = {k for k in graph.initializers if k not in fed}
+        self.constants.update(o for n in graph.nodes if n.op_type == "Constant" and not n.domain
+                              for o in n.outputs if o)
+
+
+class Group:
+    """What the partitioner hands a provider to compile: a run of consecutive nodes.
+
+    `node_indices` / `nodes`: the nodes, in graph order. `inputs`: the values they read (their
+    subgraphs' outer references included) that none of them produces, in order of first read.
+    `exported`: the values they produce that a node outside the group reads or that are graph
+    outputs, in order of production. `free_after[k]`: the values that may be dropped once the
+    group's k-th node has run (their last use in the graph); `freed`: all of them, in order.
+    `constants`: the inputs no feed can override (initializers that are not graph inputs, and
+    outputs of Constant nodes).
+    """
+
+    def __init__(self, graph: ir.Graph, node_indices: Sequence[int],
+                 free_after: Optional[Dict[int, List[str]]] = None,
+                 index: Optional[GraphIndex] = None):
+        index = index if index is not None else GraphIndex(graph)
+        self.node_indices = list(node_indices)
+        self.nodes = [graph.nodes[i] for i in self.node_indices]
+        inside = set(self.node_indices)
+        produced: List[str] = []
+        self.inputs: List[str] = []
+        seen: Set[str] = set()
+        for node in self.nodes:
+            for name in node.reads():
+                if name not in seen:
+                    seen.add(name)
+                    self.inputs.append(name)
+            for name in node.outputs:
+                if name and name not in seen:
+                    seen.add(name)
+                    produced.append(name)
+        self.exported = [name for name in produced if name in index.outputs
+                         or any(i not in inside for i in index.readers.get(name, ()))]
+        self.free_after = [list((free_after or {}).get(i, [])) for i in self.node_indices]
+        self.constants = [name for name in self.inputs if name in index.constants]
+
+    @property
+    def freed(self) -> List[str]:
+        """Every value the group may drop after its nodes ran, in node order."""
+        return [name for names in self.free_after for name in names]
+
+    def __repr__(self) -> str:
+        return "Group(nodes %s, inputs %d, exported %s)" % (self.node_indices, len(self.inputs),
+                                                            self.exported)
 
 
 class CompileContext:
@@ -85,8 +147,8 @@ class ExecutionProvider:
         """Why this provider does not claim `node` (None when it does): for partition reports."""
         return None
 
-    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
-        """A Step that runs these nodes in order."""
+    def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
+        """A Step that runs the group's nodes in order (see Group for what it tells)."""
         raise NotImplementedError
 
     def to_host(self, value: Any) -> Any:

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 from .. import executor, ir
 from ..kernels import registry
-from .base import CompileContext, ExecutionProvider, Step
+from .base import CompileContext, ExecutionProvider, Group, Step
 
 if TYPE_CHECKING:
     from .support import SupportTable
@@ -43,16 +43,16 @@ class CPUExecutionProvider(ExecutionProvider):
         """One group of every node that has a kernel."""
         return [[i for i, n in enumerate(graph.nodes) if self.unsupported_reason(n, ctx) is None]]
 
-    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
+    def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
         """Bind kernels and attributes once; the step is a loop of kernel calls."""
-        compiled = [executor.compile_node(graph.nodes[i], ctx.opsets, ctx.free_after.get(i, []),
-                                          ctx.functions) for i in node_indices]
+        compiled = [executor.compile_node(node, ctx.opsets, free, ctx.functions)
+                    for node, free in zip(group.nodes, group.free_after)]
         run_subgraph = ctx.run_subgraph
 
         def run(env: dict) -> None:
             executor.run_compiled(compiled, env, run_subgraph)
 
-        return Step(self.name, list(node_indices), run)
+        return Step(self.name, group.node_indices, run)
 
 
 __all__ = ["CPUExecutionProvider", "support_table"]

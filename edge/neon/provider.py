@@ -18,7 +18,7 @@ import numpy as np
 
 from onnxedge import executor, ir
 from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
-from onnxedge.providers.base import CompileContext, ExecutionProvider, Step
+from onnxedge.providers.base import CompileContext, ExecutionProvider, Group, Step
 from onnxedge.providers.support import Facts, NoFacts
 
 from . import library
@@ -92,17 +92,15 @@ class NeonExecutionProvider(ExecutionProvider):
         return self._reason(node, NoFacts(ctx.opsets), ctx)
 
     # ------------------------------------------------------------------ compile
-    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
-        """Bind each node to its C kernel, packing initializer weights once."""
-        fed = {v.name for v in graph.inputs}
-        consts = {k: v for k, v in graph.initializers.items()
-                  if k not in fed and isinstance(v, np.ndarray)}
+    def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
+        """Bind each node to its C kernel, packing constant weights once."""
+        consts = {k: graph.initializers[k] for k in group.constants
+                  if isinstance(graph.initializers.get(k), np.ndarray)}
         plan: List[Tuple[ir.Node, Run, Any, List[str]]] = []
-        for i in node_indices:
-            node = graph.nodes[i]
+        for node, free in zip(group.nodes, group.free_after):
             run = TABLE.lookup(node).build(node, self.lib, consts)
             fallback = executor.compile_node(node, ctx.opsets, [], ctx.functions)
-            plan.append((node, run, fallback, ctx.free_after.get(i, [])))
+            plan.append((node, run, fallback, free))
         run_subgraph = ctx.run_subgraph
         opsets = ctx.opsets
 
@@ -130,7 +128,7 @@ class NeonExecutionProvider(ExecutionProvider):
                 for name in free:
                     env.pop(name, None)
 
-        return Step(self.name, list(node_indices), step)
+        return Step(self.name, group.node_indices, step)
 
 
 __all__ = ["NeonExecutionProvider"]

@@ -44,8 +44,8 @@ class AsyncOnlyProvider(ExecutionProvider):
     def get_capability(self, graph: ir.Graph, ctx: Any) -> List[List[int]]:
         return [[i] for i, n in enumerate(graph.nodes) if n.op_type in ("Add", "Mul")]
 
-    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: Any) -> Step:
-        [node] = [graph.nodes[i] for i in node_indices]
+    def compile(self, graph: ir.Graph, group: Any, ctx: Any) -> Step:
+        [node] = group.nodes
         fn = np.add if node.op_type == "Add" else np.multiply
 
         def run(env: Dict[str, Any]) -> None:
@@ -56,7 +56,7 @@ class AsyncOnlyProvider(ExecutionProvider):
             AsyncOnlyProvider.calls.append(node.op_type)
             env[node.outputs[0]] = fn(env[node.inputs[0]], env[node.inputs[1]])
 
-        return Step(self.name, list(node_indices), run, run_async)
+        return Step(self.name, group.node_indices, run, run_async)
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ import numpy as np
 
 from onnxedge import executor, ir
 from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
-from onnxedge.providers.base import CompileContext, ExecutionProvider, Step, consecutive_runs
+from onnxedge.providers.base import (CompileContext, ExecutionProvider, Group, Step,
+                                     consecutive_runs)
 from onnxedge.providers.support import Facts
 
 from . import claims, transport
@@ -78,10 +79,10 @@ class WasmSimdExecutionProvider(ExecutionProvider):
         return claims.reason(node, None, ctx.opset_of(node) or None)
 
     # ------------------------------------------------------------------ compile
-    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
-        """A Step running these nodes with their activations in wasm memory."""
-        group = _Group(self, graph, node_indices, ctx)
-        return Step(self.name, list(node_indices), group.run)
+    def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
+        """A Step running the group's nodes with their activations in wasm memory."""
+        step = _WasmStep(self, graph, group, ctx)
+        return Step(self.name, group.node_indices, step.run)
 
 
 class _Buffers:
@@ -106,31 +107,20 @@ class _Buffers:
         self.ptr = {}
 
 
-class _Group:
+class _WasmStep:
     """A compiled step: ops bound to the kernels, step inputs/outputs, per-shape buffers."""
 
-    def __init__(self, provider: WasmSimdExecutionProvider, graph: ir.Graph, idx: List[int],
+    def __init__(self, provider: WasmSimdExecutionProvider, graph: ir.Graph, group: Group,
                  ctx: CompileContext):
         self.provider = provider
         self.kernels = provider.kernels
         consts = claims.constants(graph)
-        self.nodes = [graph.nodes[i] for i in idx]
+        self.nodes = group.nodes
         self.ops = [claims.TABLE.lookup(n).build(n, self.kernels, consts) for n in self.nodes]
-        produced: Set[str] = {o for n in self.nodes for o in n.outputs if o}
-        self.inputs: List[str] = []
-        for op in self.ops:
-            for name in op.data:
-                if name not in produced and name not in self.inputs:
-                    self.inputs.append(name)
-        inside = set(idx)
-        used_outside = {v.name for v in graph.outputs}
-        for i, n in enumerate(graph.nodes):
-            if i not in inside:
-                used_outside.update(n.inputs)
-                if n.subgraphs():
-                    used_outside.update(produced)   # captured by a subgraph: keep it all
-        self.outputs = [o for n in self.nodes for o in n.outputs if o and o in used_outside]
-        self.free = [ctx.free_after.get(i, []) for i in idx]
+        data: Set[str] = {name for op in self.ops for name in op.data}
+        self.inputs: List[str] = [name for name in group.inputs if name in data]
+        self.outputs = group.exported
+        self.free = group.free_after
         self.fallbacks = [executor.compile_node(n, ctx.opsets, [], ctx.functions) for n in self.nodes]
         self.run_subgraph = ctx.run_subgraph
         self.opsets = ctx.opsets

@@ -17,10 +17,11 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from onnxedge import executor, ir
+from onnxedge import ir
 from onnxedge.facts import Facts
 from onnxedge.errors import EPFail, InvalidArgument, OnnxEdgeError, RuntimeException
-from onnxedge.providers.base import CompileContext, ExecutionProvider, Step, consecutive_runs
+from onnxedge.providers.base import (CompileContext, ExecutionProvider, Group, Step,
+                                     consecutive_runs)
 
 from . import device as _device
 from .ops import OPS, TABLE
@@ -115,32 +116,26 @@ class WebGpuExecutionProvider(ExecutionProvider):
         return self._reason(node, ctx.opset_of(node))
 
     # -- compile
-    def compile(self, graph: ir.Graph, node_indices: List[int], ctx: CompileContext) -> Step:
-        """A Step running these nodes with one submit per run."""
-        part = _Partition(self, graph, node_indices, ctx)
-        return Step(self.name, list(node_indices), part.run, part.run_async)
+    def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
+        """A Step running the group's nodes with one submit per run."""
+        part = _Partition(self, group, ctx)
+        return Step(self.name, group.node_indices, part.run, part.run_async)
 
 
 class _Partition:
     """One compiled group of nodes; `run(env)` is the Step's body."""
 
-    def __init__(self, provider: WebGpuExecutionProvider, graph: ir.Graph,
-                 node_indices: List[int], ctx: CompileContext):
+    def __init__(self, provider: WebGpuExecutionProvider, group: Group, ctx: CompileContext):
         self.device = provider.device
         self.f16 = provider.f16
-        self.nodes = [graph.nodes[i] for i in node_indices]
+        self.nodes = group.nodes
         self.opsets = [ctx.opset_of(n) for n in self.nodes]
         self.specs = [OPS[(n.domain, n.op_type)] for n in self.nodes]
-        inside = set(node_indices)
-        produced = {o for n in self.nodes for o in n.outputs if o}
-        read_outside = {o.name for o in graph.outputs}
-        for i, n in enumerate(graph.nodes):
-            if i not in inside:
-                read_outside.update(executor.node_reads(n))
-        self.exported = [name for name in sorted(produced) if name in read_outside]
-        self.constants = set(graph.initializers)
+        self.exported = group.exported
+        # uploaded once and cached: inputs no feed overrides, and Constant values made here
+        self.constants = set(group.constants)
         self.constants.update(o for n in self.nodes if n.op_type == "Constant" for o in n.outputs)
-        self.free = [name for i in node_indices for name in ctx.free_after.get(i, [])]
+        self.free = group.freed
         self.consts = ConstCache()
         self.dead_after = dead_after(self.nodes, self.exported)
         self.last_stats: Dict[str, int] = {}

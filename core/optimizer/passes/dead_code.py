@@ -1,7 +1,6 @@
 """Dead-node elimination: drop nodes none of whose outputs is read or is a graph output."""
 from __future__ import annotations
 
-from ...executor import node_reads
 from ..context import PassContext
 
 
@@ -12,7 +11,7 @@ def run(ctx: PassContext) -> bool:
     for node in reversed(ctx.graph.nodes):
         if any(o and o in needed for o in node.outputs):
             keep.append(node)
-            needed.update(node_reads(node))
+            needed.update(node.reads())
     if len(keep) == len(ctx.graph.nodes):
         return False
     ctx.graph.nodes = keep[::-1]
