@@ -247,7 +247,8 @@ def _infer_node(node: ir.Node, known: Facts, ctx: RuleContext) -> List[Optional[
         return []   # a malformed node: its facts stay unknown; the checker / kernel says why
 
 
-_VALUE_OPS = ("Shape", "Gather", "Concat", "Unsqueeze", "Squeeze", "Cast", "Identity", "Slice")
+_VALUE_OPS = ("Shape", "Gather", "Concat", "Unsqueeze", "Squeeze", "Cast", "Identity", "Slice",
+              "Equal", "Where")
 MAX_DIMS_VALUE = 16   # longest integer vector whose elements are followed
 
 
@@ -271,9 +272,22 @@ def _dims_value(node: ir.Node, known: Facts, ctx: RuleContext) -> Optional[List[
                 return None
             out = [d for p in parts for d in p]   # type: ignore[union-attr]
             return out if len(out) <= MAX_DIMS_VALUE else None
+        if op == "Where":   # the exporters' Where(Equal(dims, -1), ones, dims) before Expand
+            cond = ctx.values.get(ins[0]) if ins else None
+            if cond is None or not all(isinstance(c, bool) for c in cond):
+                return None
+            if not any(cond):
+                return ctx.dims(ins[2])
+            return ctx.dims(ins[1]) if all(cond) else None
         src = ctx.dims(ins[0]) if ins else None
         if src is None:
             return None
+        if op == "Equal":   # dims (sizes >= 0, symbolic or not) against a constant -1
+            other = ctx.ints(ins[1])
+            if other is None or any(v != -1 for v in other) or \
+                    not all(isinstance(d, str) or (isinstance(d, int) and d >= 0) for d in src):
+                return None
+            return [False] * len(src)
         if op == "Gather":
             idx = ctx.ints(ins[1])
             if idx is None or int(node.attributes.get("axis", 0)) != 0:

@@ -359,3 +359,15 @@ def test_neon_claims_read_the_compile_contexts_facts():
     ctx = CompileContext({"": 17}, {}, facts=facts.infer(g, {"": 17}))
     assert ep.get_capability(g, ctx) in ([], [[]])
     assert "'c'" in ep.unsupported_reason(g.nodes[1], ctx)
+
+
+def test_expand_target_from_the_exporters_where_equal_pattern():
+    # torch's exporter writes Expand(x, Where(Equal(dims, -1), ones, dims)); the dims survive
+    g = _graph([ir.Node("Shape", ["x"], ["s"]),
+                ir.Node("Equal", ["s", "minus1"], ["eq"]),
+                ir.Node("Where", ["eq", "ones", "s"], ["target"]),
+                ir.Node("Expand", ["y", "target"], ["z"])],
+               [_vi("x", I64, ["batch", "seq"]), _vi("y", I64, [1, 1])],
+               {"minus1": np.array([-1], np.int64), "ones": np.ones(2, np.int64)})
+    got = facts.infer(g, {"": 17})
+    assert got.shape("z") == ["batch", "seq"]
