@@ -433,8 +433,12 @@ def _split(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
         return [like(x)] * n
     axis = _axis(node, len(shape))
     sizes = node.attributes.get("split") or (ctx.input_ints(node, 1) if ctx.opset >= 13 else None)
+    given = "split" in node.attributes or (ctx.opset >= 13 and len(node.inputs) > 1
+                                           and bool(node.inputs[1]))
     dim = shape[axis]
-    if not sizes and isinstance(dim, int) and n and dim % n == 0:
+    # equal parts only when no split sizes are given at all (sizes given but not known here,
+    # e.g. computed by other nodes, leave the axis unknown)
+    if not sizes and not given and isinstance(dim, int) and n and dim % n == 0:
         sizes = [dim // n] * n
     outs = []
     for k in range(n):

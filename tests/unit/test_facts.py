@@ -371,3 +371,19 @@ def test_expand_target_from_the_exporters_where_equal_pattern():
                {"minus1": np.array([-1], np.int64), "ones": np.ones(2, np.int64)})
     got = facts.infer(g, {"": 17})
     assert got.shape("z") == ["batch", "seq"]
+
+
+def test_split_with_computed_sizes_leaves_the_axis_unknown():
+    """Split sizes made by other nodes (RotaryEmbedding's expanded function) are not equal parts:
+    guessing them folded a wrong Reshape target."""
+    t = ir.TypeInfo.tensor(dtypes.from_numpy("float32"), [2, 3, 4, 8])
+    i64 = ir.TypeInfo.tensor(dtypes.from_numpy("int64"), [1])
+    g = ir.Graph(name="g", nodes=[
+        ir.Node("Concat", ["d", "e"], ["sizes"], attributes={"axis": 0}),
+        ir.Node("Split", ["x", "sizes"], ["a", "b"], attributes={"axis": -1}),
+        ir.Node("Split", ["x"], ["c", "f"], attributes={"axis": -1})],
+        inputs=[ir.ValueInfo("x", t), ir.ValueInfo("d", i64), ir.ValueInfo("e", i64)],
+        outputs=[ir.ValueInfo(n) for n in "abcf"])
+    f = facts.infer(g, {"": 18})
+    assert f.shape("a") == [2, 3, 4, None] and f.shape("b") == [2, 3, 4, None]
+    assert f.shape("c") == [2, 3, 4, 4]
