@@ -64,7 +64,9 @@ def test_table_puts_configurations_side_by_side(browser_bench):
                        "onnxedge-wasm-2t": r(18.0)}}
     line = browser_bench.markdown_table([row]).splitlines()[-1]
     assert line == ("| matmul | 20 | 12 | 900 | 30 (28) | 18 | 1.50x | 1.50x | 0.50 / 2.50 | 14.8 / 28.1 "
-                    "| yes (2.0e-06) |")
+                    "| - | yes (2.0e-06) |")      # no start-up breakdown given: no own share
+    row["engines"]["onnxedge-wasm-1t"]["onnxedge_share_ms"] = 123.4
+    assert "| 14.8 / 28.1 | 123 | yes" in browser_bench.markdown_table([row]).splitlines()[-1]
     row["checks"]["onnxedge-cpu"]["agree"] = False
     row["engines"]["ort-wasm-2t"] = {"error": "no first result"}
     line = browser_bench.markdown_table([row]).splitlines()[-1]
