@@ -27,12 +27,17 @@ class _U8:
 
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory):
-    """runtime.py's namespace, run with a fake `js` module."""
-    sys.modules.setdefault("js", types.ModuleType("js"))
+    """runtime.py's namespace, run with a fake `js` module (removed afterwards: code that asks
+    `import js` to tell whether it runs in Pyodide must not see it in later tests)."""
+    added = "js" not in sys.modules
+    if added:
+        sys.modules["js"] = types.ModuleType("js")
     ns: dict = {"__name__": "oxe_runtime"}
     with open(os.path.join(ROOT, "web", "assets", "runtime.py")) as f:
         exec(compile(f.read(), "runtime.py", "exec"), ns)
-    return ns
+    yield ns
+    if added:
+        sys.modules.pop("js", None)
 
 
 def _archive(members: dict, method: int) -> bytes:
