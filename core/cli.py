@@ -158,27 +158,31 @@ def _feeds_for(sess: Any, args: argparse.Namespace) -> Dict[str, Any]:
     return feeds
 
 
-def cmd_profile(args: argparse.Namespace) -> int:
-    """Run a model with profiling on: onnxruntime's trace JSON, a per-op table and a PNG."""
-    from . import profiling
+def _session_for(args: argparse.Namespace, profile_prefix: Optional[str] = None) -> Any:
+    """The session of `run` / `profile`: --threads, --optimize, --providers (profiling on when a
+    trace prefix is given)."""
     from .session import InferenceSession, SessionOptions
     opts = SessionOptions()
     opts.intra_op_num_threads = args.threads
     opts.graph_optimization_level = _LEVELS[args.optimize]
-    opts.enable_profiling = True
-    sess = InferenceSession(args.model, opts, providers=parse_providers(args.providers))
+    if profile_prefix is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
+    return InferenceSession(args.model, opts, providers=parse_providers(args.providers))
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Run a model with profiling on: onnxruntime's trace JSON, a per-op table and a PNG."""
+    from . import profiling
+    out_dir = args.output_dir or "."
+    os.makedirs(out_dir, exist_ok=True)
+    # as in onnxruntime, the prefix may name a folder: the trace is written there
+    sess = _session_for(args, profile_prefix=os.path.join(out_dir, "onnxruntime_profile_"))
     feeds = _feeds_for(sess, args)
     sess.run(None, feeds)                      # warm-up, kept out of the table
     for _ in range(max(1, args.repeat)):
         sess.run(None, feeds)
-    out_dir = args.output_dir or "."
-    os.makedirs(out_dir, exist_ok=True)
-    cwd = os.getcwd()
-    os.chdir(out_dir)
-    try:
-        trace = os.path.abspath(sess.end_profiling())
-    finally:
-        os.chdir(cwd)
+    trace = os.path.abspath(sess.end_profiling())
     with open(trace) as f:
         events = json.load(f)
     first_run = [e for e in events if e["name"] == "model_run"][0]
@@ -225,11 +229,7 @@ def _plot_profile(rows: List[Dict[str, Any]], path: str, title: str) -> bool:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a model on given (or random) inputs and print its outputs."""
-    from .session import InferenceSession, SessionOptions
-    opts = SessionOptions()
-    opts.intra_op_num_threads = args.threads
-    opts.graph_optimization_level = _LEVELS[args.optimize]
-    sess = InferenceSession(args.model, opts, providers=parse_providers(args.providers))
+    sess = _session_for(args)
     feeds = _feeds_for(sess, args)
     times = []
     outputs: List[Any] = []
@@ -407,6 +407,22 @@ def add_package_target(sub: Any, target: str, help_text: str) -> argparse.Argume
     return pkg._onnxedge_targets.add_parser(target, help=help_text)
 
 
+def _add_run_options(p: argparse.ArgumentParser, repeat: int, repeat_help: str,
+                     out_help: str) -> None:
+    """The options `run` and `profile` share: model, inputs, dims, providers, threads, seed."""
+    p.add_argument("model", help="path to a .onnx or .oxe model")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeatable); others get random values")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=INT",
+                   help="size of a symbolic dimension for random inputs (default 1)")
+    p.add_argument("--providers", help="comma-separated execution providers, in priority order")
+    p.add_argument("--repeat", type=int, default=repeat, help=repeat_help)
+    p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads (0 = default)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--output-dir", "-o", help=out_help)
+    add_optimize_option(p, "all")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, with plug-in subcommands added."""
     parser = argparse.ArgumentParser(prog="onnxedge", description=__doc__.splitlines()[0])
@@ -414,32 +430,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("run", help="run a model and print its outputs")
-    p.add_argument("model", help="path to a .onnx or .oxe model")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="an input from a .npy file (repeatable); others get random values")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=INT",
-                   help="size of a symbolic dimension for random inputs (default 1)")
-    p.add_argument("--providers", help="comma-separated execution providers, in priority order")
-    p.add_argument("--repeat", type=int, default=1, help="run this many times and report latency")
-    p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads (0 = default)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--output-dir", "-o", help="also save each output as NAME.npy here")
-    add_optimize_option(p, "all")
+    _add_run_options(p, repeat=1, repeat_help="run this many times and report latency",
+                     out_help="also save each output as NAME.npy here")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("profile", help="profile a model: time per op (table, PNG) and "
                                        "onnxruntime's trace JSON")
-    p.add_argument("model", help="path to a .onnx or .oxe model")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="an input from a .npy file (repeatable); others get random values")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=INT",
-                   help="size of a symbolic dimension for random inputs (default 1)")
-    p.add_argument("--providers", help="comma-separated execution providers, in priority order")
-    p.add_argument("--repeat", type=int, default=10, help="profiled runs after one warm-up (default 10)")
-    p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads (0 = default)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--output-dir", "-o", help="folder for the trace and the plot (default .)")
-    add_optimize_option(p, "all")
+    _add_run_options(p, repeat=10, repeat_help="profiled runs after one warm-up (default 10)",
+                     out_help="folder for the trace and the plot (default .)")
     p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("inspect", help="print inputs, outputs, opsets, op histogram and partition")
