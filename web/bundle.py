@@ -29,14 +29,15 @@ from onnxedge import dtypes, model_io
 from onnxedge.errors import InvalidArgument
 from onnxedge.providers.discovery import SHORT_NAMES, canonical_name
 
+from . import pyodide_fetch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ASSETS = os.path.join(HERE, "assets")
 ASSET_FILES = ("index.html", "app.js", "style.css", "onnxedge.js", "runtime.py")
 NPM_PYODIDE = os.path.join(HERE, "node_modules", "@pyodide", "pyodide", "dist")
 VENDOR_WHEELS = os.path.join(HERE, "page", "wheels")
-# what Pyodide 0.17.1 fetches to start and load numpy (numpy has no dependencies there)
-LEGACY_PYODIDE_FILES = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data",
-                        "packages.json", "numpy.js", "numpy.data")
+# what Pyodide 0.17.1 fetches to start and load numpy (one list: fetch-pyodide keeps the same)
+LEGACY_PYODIDE_FILES = pyodide_fetch.PYODIDE_FILES
 # what a current distribution's folder holds that a page never fetches
 _SKIP_SUFFIXES = (".map", ".d.ts", ".md", ".html")
 # the providers a page can run, by their short names (onnxruntime-web's, as the core spells them)
@@ -169,7 +170,6 @@ def copy_pyodide(source: str, dest: str, wheel: str, progress: Progress = None) 
 def flatbuffers_wheel() -> str:
     """The pure flatbuffers wheel the page installs beside onnxedge: the checkout's vendored
     one, else the one `onnxedge web fetch-pyodide` put in its cache."""
-    from . import pyodide_fetch
     for folder in (VENDOR_WHEELS, pyodide_fetch.wheels_dir()):
         names = sorted(n for n in os.listdir(folder) if n.startswith("flatbuffers-")
                        and n.endswith(".whl")) if os.path.isdir(folder) else []
@@ -220,7 +220,6 @@ def _prepare(out: str) -> str:
 
 def _default_pyodide() -> str:
     """The checkout's npm Pyodide, else the one `onnxedge web fetch-pyodide` fetched."""
-    from . import pyodide_fetch
     if os.path.isdir(NPM_PYODIDE) or not pyodide_fetch.have_pyodide():
         return NPM_PYODIDE
     return pyodide_fetch.pyodide_dir()
