@@ -345,8 +345,9 @@ def tree_ensemble(X: np.ndarray, aggregate_function: int = 1,
             v = xv[active, feat[nd]]
             s = splits[nd]
             m = modes[nd]
-            go = np.select([m == _LEQ, m == _LT, m == _GTE, m == _GT, m == _EQ, m == _NEQ],
-                           [v <= s, v < s, v >= s, v > s, v == s, v != s], False)
+            with np.errstate(invalid="ignore"):    # NaN features compare False, as intended
+                go = np.select([m == _LEQ, m == _LT, m == _GTE, m == _GT, m == _EQ, m == _NEQ],
+                               [v <= s, v < s, v >= s, v > s, v == s, v != s], False)
             for node_id, arr in sets.items():
                 sel = nd == node_id
                 if sel.any():
