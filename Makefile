@@ -10,7 +10,7 @@ PY38        := $(VENV38)/bin/python
 STAMP       := .make
 PYTEST_ARGS ?=
 
-.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test-core test38 conformance conformance-report demo bench operators index clean
+.PHONY: help schema setup setup-webgpu test-webgpu setup-neon neon-kernels setup38 setup-browser test-browser test test-core test38 conformance conformance-report demo bench operators op-modules clean
 
 help:  ## list the targets
 	@echo "onnxedge — make targets:"
@@ -203,8 +203,8 @@ bench-serve: setup  ## only `onnxedge serve`: requests/s and p99 on the MLP, 1 a
 operators: $(STAMP)/venv  ## regenerate docs/OPERATORS.md (op x provider) from the providers' op-support tables
 	$(PY) -m onnxedge.providers.support --write-docs
 
-index:  ## regenerate the lazy kernel index (core/kernels/index.py)
-	$(PY) -m onnxedge.kernels.registry --write-index
+op-modules:  ## regenerate core/kernels/op_modules.py (which kernel module holds each op)
+	$(PY) -m onnxedge.kernels.registry --write-op-modules
 
 clean:  ## remove the venvs and caches
 	rm -rf $(VENV) $(VENV38) $(STAMP) .pytest_cache build dist *.egg-info

@@ -4,8 +4,8 @@
     req = scan.scan_models(["model.oxe"])
     result = wheel.build_wheel(req, "dist/", extra_packages=["onnxedge.edge.neon"], arch="aarch64")
 
-The kernel index (`onnxedge/kernels/index.py`) of the slim wheel lists only the ops whose kernel
-modules it carries, so the registry of a reduced build reports any other op as NotImplemented at
+The op-to-module table (`onnxedge/kernels/op_modules.py`) of the slim wheel lists only the ops whose
+kernel modules it carries, so the registry of a reduced build reports any other op as NotImplemented at
 session creation. The wheel's entry points are the installed onnxedge's, limited to the modules
 the wheel holds (a dropped provider's entry point is left out). Files under a `lib/<arch>/` folder
 are kept only for the target architecture; a wheel holding a shared library gets a platform tag
@@ -26,15 +26,15 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tu
 
 from onnxedge import checker
 from onnxedge.errors import InvalidArgument
-from onnxedge.kernels import index as full_index
+from onnxedge.kernels import op_modules as full_op_modules
 
 from . import scan
 from . import strip as strip_mod
 
 ROOT_PACKAGE = "onnxedge"
 KERNELS = "onnxedge/kernels/"
-# kernels/ files every build keeps: the registry and private helpers (index.py is rewritten)
-KERNEL_INFRA = {"__init__", "registry", "index"}
+# kernels/ files every build keeps: the registry and private helpers (op_modules.py is rewritten)
+KERNEL_INFRA = {"__init__", "registry", "op_modules"}
 DATA_SUFFIXES = (".py", ".typed", ".fbs", ".so", ".json", ".wgsl", ".js", ".mjs", ".html", ".wasm")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)   # fixed timestamps: the same inputs give the same bytes
 # the registry fills in %(config)s (this build's config file), %(config_arg)s and %(add_op)s
@@ -119,7 +119,7 @@ def kernel_modules_for(ops: Iterable[Tuple[str, str]],
                        kernel_dir: Optional[str] = None,
                        also: Iterable[str] = ()) -> Tuple[Set[str], Set[Tuple[str, str]]]:
     """(kernel modules needed by `ops` and `also`, with what they import; ops no module serves)."""
-    table = full_index.OP_MODULES if table is None else table
+    table = full_op_modules.OP_MODULES if table is None else table
     kernel_dir = kernel_dir or _package_dir(ROOT_PACKAGE + ".kernels")
     needed: Set[str] = {m for m in also if m not in KERNEL_INFRA and not m.startswith("_")}
     missing: Set[Tuple[str, str]] = set()
@@ -157,16 +157,17 @@ def check_ops(ops: Iterable[Tuple[str, str]]) -> None:
         checker.check_op_pair(domain, op, "reduced build: op (%r, %r)" % (domain, op))
 
 
-def restricted_index_source(table: Dict[Tuple[str, str], List[str]], modules: Set[str],
-                            required: Iterable[Tuple[str, str]], only_required: bool = False,
-                            hint: str = "") -> str:
-    """index.py for a build keeping `modules`: every op all of whose modules are kept (only the
+def restricted_op_modules_source(table: Dict[Tuple[str, str], List[str]], modules: Set[str],
+                                 required: Iterable[Tuple[str, str]], only_required: bool = False,
+                                 hint: str = "") -> str:
+    """op_modules.py for a build keeping `modules`: every op all of whose modules are kept (only the
     required ones with `only_required`, for builds whose kernel modules are stripped)."""
     req = sorted(required)
     check_ops(req)
     check_ops(table)
     # model text reaches this file only as repr() constants, never inside the docstring
-    lines = ['"""Kernel index of a REDUCED onnxedge build (onnxedge.reduced_build); do not edit.',
+    lines = ['"""Which kernel module holds each op, in a REDUCED onnxedge build '
+             '(onnxedge.reduced_build); do not edit.',
              "",
              "KEPT_MODULES lists the kernel modules kept, REQUIRED_OPS the (domain, op) pairs the",
              "build was made for. Ops missing here fail at session creation; rebuild the wheel with",
@@ -388,7 +389,7 @@ def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Seque
     import onnxedge
     if profile not in PROFILES:
         raise InvalidArgument("profile %r is not one of %s" % (profile, list(PROFILES)))
-    table = full_index.OP_MODULES
+    table = full_op_modules.OP_MODULES
     req_ops = scan.op_pairs(required)
     check_ops(req_ops)
     files = collect_files(extra_packages, arch)
@@ -419,7 +420,7 @@ def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Seque
         for arc in contents:
             if arc.endswith(".py"):
                 contents[arc] = strip_mod.strip_text(contents[arc].decode("utf-8"), arc).encode("utf-8")
-    contents[KERNELS + "index.py"] = restricted_index_source(
+    contents[KERNELS + "op_modules.py"] = restricted_op_modules_source(
         table, modules, req_ops, only_required=strip and not all_ops,
         hint=rebuild_hint(made_for)).encode()
     contents[KERNELS + "required_operators.config"] = scan.format_config(
@@ -471,7 +472,7 @@ def strip_kernels(contents: Dict[str, bytes], kept_ops: Set[Tuple[str, str]],
                   table: Optional[Dict[Tuple[str, str], List[str]]] = None) -> List[str]:
     """Cut each kernel module in contents down to what the kept ops and other files use, until
     nothing changes; modules left serving nothing are removed (their names are returned)."""
-    table = full_index.OP_MODULES if table is None else table
+    table = full_op_modules.OP_MODULES if table is None else table
     serving = {m for op in kept_ops for m in table.get(op, ())}
     original = {arc: data.decode("utf-8") for arc, data in contents.items()
                 if _kernel_module_of(arc) is not None or arc == KERNELS + "_util.py"}

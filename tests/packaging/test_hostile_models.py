@@ -76,8 +76,8 @@ def _strings(tree: ast.AST) -> list:
 
 
 def check_wheel_python(whl: str, tmp: str, named: bool = True) -> None:
-    """Every .py of the wheel parses; its index.py names the model file (when `named`) only in
-    string constants (none in the docstring); importing index.py runs nothing of the model's text."""
+    """Every .py of the wheel parses; its op_modules.py names the model file (when `named`) only in
+    string constants (none in the docstring); importing op_modules.py runs nothing of the model's text."""
     site = os.path.join(tmp, "site")
     zipfile.ZipFile(whl).extractall(site)
     for dirpath, _, names in os.walk(site):
@@ -85,7 +85,7 @@ def check_wheel_python(whl: str, tmp: str, named: bool = True) -> None:
             if name.endswith(".py"):
                 with open(os.path.join(dirpath, name), encoding="utf-8") as f:
                     ast.parse(f.read(), name)
-    index = os.path.join(site, "onnxedge", "kernels", "index.py")
+    index = os.path.join(site, "onnxedge", "kernels", "op_modules.py")
     with open(index, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     doc = ast.get_docstring(tree) or ""
@@ -341,7 +341,7 @@ def test_config_writer_and_index_refuse_non_identifiers(tmp_path):
     assert [l for l in text.splitlines() if not l.startswith("#")] == ["ai.onnx;17;Relu"]
     evil = 'X"""\nopen("%s", "w").close()\n"""' % str(tmp_path / SENTINEL)
     with pytest.raises(InvalidGraph):
-        wheel.restricted_index_source({("", "Relu"): ["activation"]}, {"activation"}, [("", evil)])
+        wheel.restricted_op_modules_source({("", "Relu"): ["activation"]}, {"activation"}, [("", evil)])
     with pytest.raises(InvalidGraph):
         wheel.build_wheel({("ai.onnx", 17): {evil}}, str(tmp_path))
     _no_sentinel(str(tmp_path))
@@ -349,8 +349,8 @@ def test_config_writer_and_index_refuse_non_identifiers(tmp_path):
 
 def test_registry_hint_quotes_what_it_offers_to_paste(monkeypatch):
     """The NotImplemented hint's command is safe to paste: each model text is one shell word."""
-    from onnxedge.kernels import index, registry
-    monkeypatch.setattr(index, "REDUCED_BUILD_HINT", wheel.rebuild_hint([EVIL_FILE, "c.config"]),
+    from onnxedge.kernels import op_modules, registry
+    monkeypatch.setattr(op_modules, "REDUCED_BUILD_HINT", wheel.rebuild_hint([EVIL_FILE, "c.config"]),
                         raising=False)
     op = "Op'$(touch %s)" % SENTINEL   # what an IR built by hand may hold
     hint = registry._reduced_build_hint("ai.onnx", op, 17)

@@ -27,7 +27,7 @@ def wheel(tmp_path_factory):
 def test_wheel_layout_and_entry_points(wheel):
     assert os.path.basename(wheel).startswith("onnxedge-") and wheel.endswith("py3-none-any.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for required in ("onnxedge/__init__.py", "onnxedge/session.py", "onnxedge/kernels/index.py",
+    for required in ("onnxedge/__init__.py", "onnxedge/session.py", "onnxedge/kernels/op_modules.py",
                      "onnxedge/kernels/registry.py", "onnxedge/providers/cpu.py",
                      "onnxedge/web/__init__.py", "onnxedge/edge/__init__.py",
                      "onnxedge/reduced_build/__init__.py"):

@@ -184,7 +184,7 @@ def test_dropped_op_names_the_command_that_adds_it(built, pythons, tmp_path):
     # the command it gives does make a build that runs the model (unoptimized: a warning says so)
     again = reduce([mlp_path], str(tmp_path / "again"), add_ops=["ai.onnx;17;Cos"])
     site2 = unpack(again.wheel, str(tmp_path / "site2"))
-    index = open(os.path.join(site2, "onnxedge", "kernels", "index.py")).read()
+    index = open(os.path.join(site2, "onnxedge", "kernels", "op_modules.py")).read()
     assert "`onnxedge reduce mlp.onnx --config %(config_arg)s --add-op %(add_op)s" in index
     proc = run_isolated(python, site2, deps, TRY, cos)
     assert proc.returncode == 0, proc.stderr
@@ -216,9 +216,9 @@ def test_cli_with_an_onnxruntime_config(tmp_path, capsys):
     assert scan.read_config(str(tmp_path / "out" / "required_operators.config")) == {
         ("ai.onnx", 13): {"Relu", "Add", "Softmax"}, ("ai.onnx", 17): {"Cos"}}
     wheel_path = os.path.join(str(tmp_path), "out", "onnxedge-%s-py3-none-any.whl" % onnxedge.__version__)
-    index = zipfile.ZipFile(wheel_path).read("onnxedge/kernels/index.py").decode()
+    index = zipfile.ZipFile(wheel_path).read("onnxedge/kernels/op_modules.py").decode()
     table = {}
-    exec(compile(index, "index.py", "exec"), table)
+    exec(compile(index, "op_modules.py", "exec"), table)
     assert set(table["OP_MODULES"]) == {("", "Add"), ("", "Cos"), ("", "Relu"), ("", "Softmax")}
     with pytest.raises(onnxedge.InvalidArgument, match="--add-op 'ai.onnx;x;Cos' line 1: opset 'x'"):
         reduce([], str(tmp_path / "bad"), add_ops=["ai.onnx;x;Cos"])

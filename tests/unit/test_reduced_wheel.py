@@ -196,9 +196,9 @@ def test_wheel_layout_record_and_entry_points(slim):
         assert dropped in result.dropped_modules
     assert not [n for n in names if n.startswith(("onnxedge/web/", "onnxedge/edge/",
                                                   "onnxedge/reduced_build/")) or n.endswith(".pyc")]
-    index_src = zf.read("onnxedge/kernels/index.py").decode()
+    index_src = zf.read("onnxedge/kernels/op_modules.py").decode()
     table = {}
-    exec(compile(index_src, "index.py", "exec"), table)
+    exec(compile(index_src, "op_modules.py", "exec"), table)
     assert {("", "Gemm"), ("", "Relu"), ("", "Softmax")} <= set(table["OP_MODULES"])
     assert ("com.onnxedge", "FusedGemm") in table["OP_MODULES"]
     assert "rebuild it with this op added" in table["REDUCED_BUILD_HINT"]

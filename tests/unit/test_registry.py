@@ -1,4 +1,4 @@
-"""The kernel registry: opset resolution, lazy imports and a generated index that is current."""
+"""The kernel registry: opset resolution, lazy imports and a generated op_modules.py that is current."""
 from __future__ import annotations
 
 import sys
@@ -9,12 +9,12 @@ import onnxedge
 from onnxedge.kernels import registry
 
 
-def test_index_is_up_to_date():
-    from onnxedge.kernels import index
-    with open(index.__file__) as f:
+def test_op_modules_is_up_to_date():
+    from onnxedge.kernels import op_modules
+    with open(op_modules.__file__) as f:
         on_disk = f.read()
-    assert on_disk == registry.build_index_source(), \
-        "core/kernels/index.py is stale: run `make index`"
+    assert on_disk == registry.build_op_modules_source(), \
+        "core/kernels/op_modules.py is stale: run `make op-modules`"
 
 
 def test_resolution_picks_the_newest_version_not_above_the_opset():
@@ -37,7 +37,7 @@ def test_kernel_modules_are_imported_lazily():
     code = ("import sys, onnxedge;"
             "from onnxedge.kernels import registry;"
             "assert not [m for m in sys.modules if m.startswith('onnxedge.kernels.') and m not in "
-            "('onnxedge.kernels.registry', 'onnxedge.kernels.index', 'onnxedge.kernels._util')],"
+            "('onnxedge.kernels.registry', 'onnxedge.kernels.op_modules', 'onnxedge.kernels._util')],"
             " sorted(sys.modules);"
             "registry.resolve('', 'Relu', 17);"
             "print(sorted(m for m in sys.modules if m.startswith('onnxedge.kernels.')))")
