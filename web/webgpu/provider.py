@@ -17,13 +17,14 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from onnxedge import ir
+from onnxedge import executor, ir
 from onnxedge.facts import Facts
+from onnxedge.kernels import registry
 from onnxedge.errors import EPFail, InvalidArgument, OnnxEdgeError, RuntimeException
-from onnxedge.providers.base import (CompileContext, ExecutionProvider, Group, Step,
-                                     consecutive_runs)
+from onnxedge.providers.base import CompileContext, ExecutionProvider, Group, Step
 
 from . import device as _device
+from . import host_values
 from .ops import OPS, TABLE
 from .runtime import ConstCache, GpuTensor, Recorder, dead_after, is_gpu
 
@@ -66,6 +67,7 @@ class WebGpuExecutionProvider(ExecutionProvider):
                 raise EPFail("WebGpuExecutionProvider: no WebGPU adapter (%s)" % e) from e
         self.f16 = want_f16 and self._device.info.has_f16
         self._facts = Facts()   # the last graph's (ctx.facts): what the claim checks read
+        self._blocked: Dict[int, str] = {}   # id(node) -> why its host input keeps it off
 
     @property
     def device(self) -> _device.Device:
@@ -106,20 +108,39 @@ class WebGpuExecutionProvider(ExecutionProvider):
         return "%s: %s" % (node.op_type, why) if why else None
 
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
-        """Runs of consecutive nodes that have kernels for their op, dtypes and attributes."""
+        """Runs of consecutive nodes that have kernels for their op, dtypes and attributes,
+        less those whose host inputs (shapes, indices) would need a read-back mid-step."""
         self._facts = ctx.facts
-        return consecutive_runs(i for i, node in enumerate(graph.nodes)
-                                if self._reason(node, ctx.opset_of(node)) is None)
+        able = [i for i, node in enumerate(graph.nodes)
+                if self._reason(node, ctx.opset_of(node)) is None]
+        runs = host_values.claimable(graph.nodes, able, _host_inputs, _cpu_kernel_in(ctx),
+                                     ctx.facts)
+        kept = {i for run in runs for i in run}
+        self._blocked = {id(graph.nodes[i]): "%s: an input it needs on the host is computed "
+                         "on the GPU in the same step" % graph.nodes[i].op_type
+                         for i in able if i not in kept}
+        return runs
 
     def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
-        """Why a node stays off the GPU: no kernel for the op, its dtype, or an attribute."""
-        return self._reason(node, ctx.opset_of(node))
+        """Why a node stays off the GPU: no kernel for the op, its dtype, or an attribute, or
+        a host input (shape, indices) that only a mid-step read-back could give."""
+        return self._reason(node, ctx.opset_of(node)) or self._blocked.get(id(node))
 
     # -- compile
     def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
         """A Step running the group's nodes with one submit per run."""
         part = _Partition(self, group, ctx)
         return Step(self.name, group.node_indices, part.run, part.run_async)
+
+
+def _host_inputs(node: ir.Node) -> frozenset:
+    return OPS[(node.domain, node.op_type)].host_inputs
+
+
+def _cpu_kernel_in(ctx: CompileContext) -> Any:
+    def has(node: ir.Node) -> bool:
+        return registry.find(node.domain, node.op_type, ctx.opset_of(node)) is not None
+    return has
 
 
 class _Partition:
@@ -139,6 +160,11 @@ class _Partition:
         self.consts = ConstCache()
         self.dead_after = dead_after(self.nodes, self.exported)
         self.last_stats: Dict[str, int] = {}
+        hosted = host_values.plan(self.nodes, _host_inputs, _cpu_kernel_in(ctx), ctx.facts).hosted
+        # shape chains run on the host with CPU kernels (host_values): no read-back mid-step
+        self.on_host = {k: executor.compile_node(self.nodes[k], ctx.opsets, [], ctx.functions)
+                        for k in sorted(hosted)}
+        self.run_subgraph = ctx.run_subgraph
 
     def run(self, env: Dict[str, Any]) -> None:
         rt = Recorder(self.device, self.f16, self.consts)
@@ -171,8 +197,12 @@ class _Partition:
 
     def _record(self, rt: Recorder, env: Dict[str, Any], local: Dict[str, Any]) -> List[str]:
         """Record every node into rt; the exported values that live on the device."""
-        for node, spec, opset, dead in zip(self.nodes, self.specs, self.opsets, self.dead_after):
-            self._run_node(rt, node, spec, opset, env, local)
+        for k, (node, spec, opset, dead) in enumerate(zip(self.nodes, self.specs, self.opsets,
+                                                          self.dead_after)):
+            if k in self.on_host:
+                self._run_on_host(rt, self.on_host[k], env, local)
+            else:
+                self._run_node(rt, node, spec, opset, env, local)
             rt.drop(local, dead)
         self.last_stats = rt.stats
         return [n for n in self.exported if is_gpu(local.get(n))]
@@ -190,6 +220,17 @@ class _Partition:
             env[name] = value
         for name in self.free:
             env.pop(name, None)
+
+    def _run_on_host(self, rt: Recorder, compiled: Any, env: Dict[str, Any],
+                     local: Dict[str, Any]) -> None:
+        """A hosted node (host_values): its CPU kernel on host values."""
+        node = compiled.node
+        scratch = {name: rt.host(local[name] if name in local else env[name])
+                   for name in node.inputs if name}
+        executor.run_compiled([compiled], scratch, self.run_subgraph)
+        for name in node.outputs:
+            if name:
+                local[name] = scratch[name]
 
     def _run_node(self, rt: Recorder, node: ir.Node, spec: Any, opset: int,
                   env: Dict[str, Any], local: Dict[str, Any]) -> None:
