@@ -54,3 +54,12 @@ def pick_outputs(ctx: Any, values: Sequence[Any]) -> Any:
     the first value alone for a one-output node, else a tuple of that many."""
     n = max(1, min(ctx.num_outputs if ctx is not None else len(values), len(values)))
     return values[0] if n == 1 else tuple(values[:n])
+
+
+def scalar(value: Any, op: str, what: str) -> Any:
+    """The single element of a scalar or one-element tensor input, as a numpy scalar."""
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise InvalidArgument("%s: %s must be a scalar (or hold one element), got shape %s"
+                              % (op, what, arr.shape))
+    return arr.reshape(-1)[0]

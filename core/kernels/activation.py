@@ -1,9 +1,8 @@
-"""Activation kernels (Relu family, Sigmoid family, Swish / SwiGLU, Gelu, Softplus, ...) and
-Softmax / LogSoftmax / Hardmax.
+"""Activation kernels (Relu family, Sigmoid family, Swish / SwiGLU, Gelu, Softplus, ...).
 
 float32 stays float32 end to end (no float64 round trips) and temporaries are reused in place;
-float16 / bfloat16 are computed in float32 and cast back. Before opset 13 the softmax family
-flattens the input to 2-D at `axis`; from 13 it works along `axis` alone.
+float16 / bfloat16 are computed in float32 and cast back. Softmax / LogSoftmax / Hardmax are in
+`normalization` (as on every provider).
 """
 from __future__ import annotations
 
@@ -12,9 +11,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..errors import InvalidArgument
-from ..fused_ops import gelu as gelu_math
-from ._util import norm_axis, widen
-from .registry import add, register
+from ..fused_ops import DOMAIN, gelu as gelu_math
+from ._util import widen
+from .registry import register
 
 
 def _run(fn: Callable[..., np.ndarray], x: np.ndarray, *args) -> np.ndarray:
@@ -311,60 +310,12 @@ def shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
     return r if r.dtype == x.dtype else r.astype(x.dtype)
 
 
-# ---------------------------------------------------------------------------- softmax family
+@register("Gelu", domain=DOMAIN, since=1)
+def fused_gelu(X: np.ndarray, approximate: str = "none") -> np.ndarray:
+    """Gelu for models below opset 20 (ai.onnx Gelu-20 semantics).
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    with np.errstate(invalid="ignore"):   # a row of -inf gives NaN, as in onnxruntime, silently
-        e = np.subtract(x, np.max(x, axis=axis, keepdims=True))
-        np.exp(e, out=e)
-        e /= np.sum(e, axis=axis, keepdims=True)
-    return e
-
-
-def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        d = np.subtract(x, np.max(x, axis=axis, keepdims=True))
-        d -= np.log(np.sum(np.exp(d), axis=axis, keepdims=True))
-    return d
-
-
-def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
-    out = np.zeros(x.shape, dtype=x.dtype)
-    idx = np.expand_dims(np.argmax(x, axis=axis), axis)
-    np.put_along_axis(out, idx, 1, axis=axis)
-    return out
-
-
-def _along_axis(op: str, fn: Callable[[np.ndarray, int], np.ndarray], x: np.ndarray, axis: int,
-                coerce_2d: bool) -> np.ndarray:
-    if x.ndim == 0:
-        raise InvalidArgument("%s: input must have rank >= 1, got a scalar" % op)
-    a = norm_axis(axis, x.ndim, op)
-    if x.size == 0:
-        return np.zeros(x.shape, dtype=x.dtype)
-    xw = widen(x)
-    if coerce_2d:
-        rows = int(np.prod(x.shape[:a], dtype=np.int64))
-        r = fn(xw.reshape(rows, -1), 1).reshape(x.shape)
-    else:
-        r = fn(xw, a)
-    return r if r.dtype == x.dtype else r.astype(x.dtype)
-
-
-def _softmax_kernels(op: str, fn: Callable[[np.ndarray, int], np.ndarray]) -> None:
-    def per_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
-        return _along_axis(op, fn, x, axis, coerce_2d=False)
-
-    def flattened(x: np.ndarray, axis: int = 1) -> np.ndarray:
-        return _along_axis(op, fn, x, axis, coerce_2d=True)
-
-    per_axis.__name__, flattened.__name__ = op, op + "_1"
-    per_axis.__doc__ = "ONNX %s along `axis` (opset >= 13)." % op
-    flattened.__doc__ = "ONNX %s, opsets 1-12: over the input flattened to 2-D at `axis`." % op
-    add(op, flattened, since=1, until=12)
-    add(op, per_axis, since=13)
-
-
-_softmax_kernels("Softmax", _softmax)
-_softmax_kernels("LogSoftmax", _log_softmax)
-_softmax_kernels("Hardmax", _hardmax)
+    approximate="none": X * 0.5 * (1 + erf(X / sqrt 2)); "tanh":
+    X * 0.5 * (1 + tanh(sqrt(2 / pi) * (X + 0.044715 * X^3))).
+    """
+    r = gelu_math(widen(X), approximate)
+    return r if r.dtype == X.dtype else r.astype(X.dtype)

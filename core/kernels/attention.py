@@ -1,4 +1,5 @@
-"""Transformer-block kernels: Attention (opsets 23-25) and RotaryEmbedding (opset 23).
+"""Transformer-block kernels: Attention (opsets 23-25), RotaryEmbedding (opset 23) and the fused
+MultiHeadAttention (com.onnxedge).
 
 Attention follows the ONNX function body step for step: Q and K are each scaled by sqrt(scale)
 (rounded to the input type), past K/V are concatenated in front of K/V, one additive bias is built
@@ -15,8 +16,9 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from ..dtypes import to_numpy
+from ..fused_ops import DOMAIN
 from ..errors import InvalidArgument
-from ._util import is_narrow_float
+from ._util import is_narrow_float, widen
 from .registry import register
 
 _NEG_INF = float("-inf")
@@ -289,3 +291,55 @@ def rotary_embedding(x: np.ndarray, cos_cache: np.ndarray, sin_cache: np.ndarray
     if x.ndim == 4:
         return np.ascontiguousarray(out.transpose(0, 2, 1, 3))
     return out.reshape(x.shape)
+
+
+@register("MultiHeadAttention", domain=DOMAIN, since=1)
+def multi_head_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
+                         mask: Optional[np.ndarray] = None, num_heads: int = 1,
+                         scale: float = 1.0, nan_to_zero: int = 0) -> np.ndarray:
+    """MultiHeadAttention: scaled dot-product attention over `num_heads` heads.
+
+    query [batch, q_seq, H * D], key and value [batch, kv_seq, H * D] (already projected; the
+    first two dims are kept as they are, the rest split into H heads of size D), optional additive
+    `mask` broadcastable to the scores [batch, H, q_seq, kv_seq] (a mask that would make the
+    scores larger is an error). Per head: p = softmax(q @ k^T * scale + mask) over the last axis;
+    with `nan_to_zero` = 1 (default 0) every NaN in p becomes 0 (a row whose scores are all -inf,
+    or hold NaN or +inf: torch's exported scaled_dot_product_attention guards its softmax with
+    Where(IsNaN(p), 0, p)); result p @ v, heads concatenated back to [batch, q_seq, H * D].
+    nan_to_zero was added later (its default keeps earlier models' meaning): a provider kernel
+    without it must refuse nodes that set it (WebGPU's claim does; NEON does not claim the op).
+    """
+    heads = int(num_heads)
+    for what, x in (("query", query), ("key", key), ("value", value)):
+        if x.ndim < 2 or heads <= 0 or (x.size and x.size % (x.shape[0] * x.shape[1] * heads)):
+            raise InvalidArgument("MultiHeadAttention: %s of shape %s cannot be split into %d "
+                                  "heads after its first two dimensions" % (what, x.shape, heads))
+    dtype = query.dtype
+    q, k, v = widen(query), widen(key), widen(value)
+
+    def split(x: np.ndarray) -> np.ndarray:
+        return x.reshape(x.shape[0], x.shape[1], heads, -1).transpose(0, 2, 1, 3)
+
+    scores = np.matmul(split(q), split(k).transpose(0, 1, 3, 2))
+    if scale != 1.0:
+        scores *= scores.dtype.type(scale)
+    if mask is not None:
+        bias = widen(mask).astype(scores.dtype, copy=False)
+        try:
+            grown = np.broadcast(scores, bias).shape != scores.shape
+        except ValueError:
+            grown = True
+        if grown:
+            raise InvalidArgument("MultiHeadAttention: mask of shape %s does not broadcast to the "
+                                  "scores [batch, heads, q_seq, kv_seq] = %s"
+                                  % (mask.shape, scores.shape))
+        scores += bias   # in place: a fresh array costs page faults on every run
+    with np.errstate(invalid="ignore"):   # a row of -inf scores: NaN, as ai.onnx Softmax gives
+        scores -= np.max(scores, axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= np.sum(scores, axis=-1, keepdims=True)
+    if int(nan_to_zero):
+        scores[np.isnan(scores)] = 0
+    out = np.matmul(scores, split(v)).transpose(0, 2, 1, 3)
+    out = out.reshape(out.shape[0], out.shape[1], -1)
+    return out if out.dtype == dtype else out.astype(dtype)

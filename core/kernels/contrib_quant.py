@@ -2,8 +2,8 @@
 
 Integer matmuls accumulate exactly (float64 sums of 8-bit products); requantization and the
 float paths run in float32 as onnxruntime's MLAS does, rounding half to even and saturating:
-MatMulIntegerToFloat, DynamicQuantizeMatMul, QGemm, MatMulNBits (2/4/8-bit blocks, packed zero
-points, g_idx), GatherBlockQuantized, QLinearAdd/Mul/Concat/Sigmoid/LeakyRelu/Softmax,
+MatMulIntegerToFloat, DynamicQuantizeMatMul, QGemm, GatherBlockQuantized (MatMulNBits is in
+`matmul`), QLinearAdd/Mul/Concat/Sigmoid/LeakyRelu/Softmax,
 QLinearAveragePool, QLinearGlobalAveragePool and com.microsoft QuantizeLinear/DequantizeLinear.
 The lookup-table ops (Sigmoid, LeakyRelu, Concat) dequantize every code of the input type, apply
 the float function and quantize back, as onnxruntime's tables do; QLinearSoftmax reproduces its
@@ -19,6 +19,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import InvalidArgument
 from ._util import norm_axis
+from .matmul import unpack_bits
 from .pool import average_pool
 from .quantization import INT_RANGES, dequantize_linear, dynamic_quantize_linear, quantize_linear
 from .registry import register
@@ -161,90 +162,6 @@ def qgemm(A: np.ndarray, a_scale: np.ndarray, a_zero_point: np.ndarray, B: np.nd
 
 
 # --------------------------------------------------------------------------- block-quantized weight
-
-def unpack_bits(packed: np.ndarray, bits: int) -> np.ndarray:
-    """uint8 bytes to their `bits`-wide codes (lowest bits first), the last axis widened by
-    8 / bits."""
-    if bits == 8:
-        return np.asarray(packed, dtype=np.uint8)
-    if bits not in (2, 4):
-        raise InvalidArgument("bits must be 2, 4 or 8, got %d" % bits)
-    p = np.asarray(packed, dtype=np.uint8)
-    per = 8 // bits
-    mask = (1 << bits) - 1
-    shifts = (np.arange(per, dtype=np.uint8) * bits).astype(np.uint8)
-    codes = (p[..., None] >> shifts) & mask
-    return codes.reshape(p.shape[:-1] + (p.shape[-1] * per,)).astype(np.uint8)
-
-
-def nbits_weight(op: str, B: np.ndarray, scales: np.ndarray, zero_points: Optional[np.ndarray],
-                  g_idx: Optional[np.ndarray], K: int, N: int, bits: int,
-                  block_size: int) -> np.ndarray:
-    """MatMulNBits' B dequantized to float32 [N, K] (the CPU kernel's, and the WebGPU
-    provider's for its constant weights)."""
-    if block_size < 16 or block_size & (block_size - 1):
-        raise InvalidArgument("%s: block_size must be a power of 2 and >= 16, got %d"
-                              % (op, block_size))
-    k_blocks = -(-K // block_size)
-    blob = block_size * bits // 8
-    b = np.asarray(B)
-    if b.dtype != np.uint8 or b.size != N * k_blocks * blob:
-        raise InvalidArgument("%s: B must be uint8 of shape (%d, %d, %d) for N=%d, K=%d, bits=%d, "
-                              "block_size=%d; got %s %s" % (op, N, k_blocks, blob, N, K, bits,
-                                                           block_size, b.dtype, b.shape))
-    q = unpack_bits(b.reshape(N, k_blocks * blob), bits)[:, :K].astype(_F32)
-    s = np.asarray(scales)
-    if s.size != N * k_blocks:
-        raise InvalidArgument("%s: scales must hold N*k_blocks = %d values, got shape %s"
-                              % (op, N * k_blocks, s.shape))
-    s = s.astype(_F32).reshape(N, k_blocks)
-    has_g_idx = g_idx is not None and np.asarray(g_idx).size == K
-    if zero_points is not None and has_g_idx and np.asarray(zero_points).dtype == np.uint8:
-        zero_points = None      # onnxruntime (1.31) leaves packed zero points out with g_idx
-    if zero_points is None:
-        zp = np.full((N, k_blocks), 1 << (bits - 1), dtype=_F32)
-    else:
-        z = np.asarray(zero_points)
-        if z.dtype == np.uint8:
-            per_row = -(-k_blocks * bits // 8)
-            if z.size != N * per_row:
-                raise InvalidArgument("%s: packed zero_points must hold N*%d = %d bytes, got shape "
-                                      "%s" % (op, per_row, N * per_row, z.shape))
-            zp = unpack_bits(z.reshape(N, per_row), bits)[:, :k_blocks].astype(_F32)
-        else:
-            if z.size != N * k_blocks:
-                raise InvalidArgument("%s: float zero_points must match scales (%d values), got %s"
-                                      % (op, N * k_blocks, z.shape))
-            zp = z.astype(_F32).reshape(N, k_blocks)
-    if has_g_idx:
-        blk = np.asarray(g_idx).astype(np.int64).reshape(-1)
-        if blk.min(initial=0) < 0 or blk.max(initial=0) >= k_blocks:
-            raise InvalidArgument("%s: g_idx values must lie in [0, %d)" % (op, k_blocks))
-    else:
-        blk = np.arange(K) // block_size
-    return (q - zp[:, blk]) * s[:, blk]
-
-
-@register("MatMulNBits", domain=MS, since=1)
-def matmul_nbits(A: np.ndarray, B: np.ndarray, scales: np.ndarray,
-                 zero_points: Optional[np.ndarray] = None, g_idx: Optional[np.ndarray] = None,
-                 bias: Optional[np.ndarray] = None, K: int = 0, N: int = 0, bits: int = 4,
-                 block_size: int = 0, accuracy_level: int = 0) -> np.ndarray:
-    """MatMulNBits: A @ dequant(B)^T + bias, B [N, k_blocks, blob] of `bits`-bit codes (low
-    bits first) per block of `block_size` along K, zero point 2^(bits-1) when absent. g_idx [K]
-    maps each k to its block (with it, onnxruntime applies float zero points but not packed
-    uint8 ones; so does this kernel). accuracy_level is ignored (computed in float32)."""
-    op = "MatMulNBits"
-    a = np.asarray(A)
-    K, N, bits = int(K), int(N), int(bits)
-    if a.ndim == 0 or a.shape[-1] != K:
-        raise InvalidArgument("%s: A's last dimension must be K=%d, got shape %s"
-                              % (op, K, a.shape))
-    w = nbits_weight(op, B, scales, zero_points, g_idx, K, N, bits, int(block_size))
-    y = np.matmul(a.astype(_F32), w.T)
-    if bias is not None:
-        y = y + np.asarray(bias).astype(_F32)
-    return y.astype(a.dtype)
 
 
 def _block_expand(v: np.ndarray, axis: int, block: int, length: int) -> np.ndarray:

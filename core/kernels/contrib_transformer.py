@@ -5,8 +5,8 @@ what a session saved with `optimized_model_filepath` holds (FusedMatMul, FusedGe
 LLM ops (GroupQueryAttention, RotaryEmbedding).
 
 Also registered: SimplifiedLayerNormalization in the default domain (onnxruntime registers it
-there although ONNX has no such op) and LayerNormalization below opset 17 (onnxruntime's contrib
-registration in the default domain, opsets 1-16).
+there although ONNX has no such op). LayerNormalization below opset 17 (onnxruntime's contrib
+registration in the default domain, opsets 1-16) is in `normalization`.
 
 Masks follow onnxruntime's CPU kernels: a padding mask *adds* `mask_filter_value` (default
 -10000) to the scaled scores (a fully padded row is not all -inf); the causal mask sets future
@@ -25,8 +25,7 @@ from ..fused_ops import apply_activation, gelu as gelu_math
 from ._util import pick_outputs, widen
 from .activation import (celu_math, elu_math, selu_math, softplus_math, softsign_math,
                          thresholded_relu_math)
-from .linalg import gemm, matmul
-from .normalization import layer_norm
+from .matmul import gemm, matmul
 from .registry import register
 
 MS = "com.microsoft"
@@ -539,15 +538,6 @@ def simplified_layer_normalization(ctx: Any, X: np.ndarray, scale: np.ndarray,
     inv = 1.0 / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + x.dtype.type(epsilon))
     y = x * inv * _f32(scale)
     return pick_outputs(ctx, [_back(y, X), inv.astype(np.float32)])
-
-
-@register("LayerNormalization", domain="", since=1, until=16)
-def layer_normalization_contrib(ctx: Any, X: np.ndarray, Scale: np.ndarray,
-                                B: Optional[np.ndarray] = None, axis: int = -1,
-                                epsilon: float = 1e-5, stash_type: int = 1) -> Any:
-    """LayerNormalization below opset 17, as onnxruntime registers it (ai.onnx
-    LayerNormalization-17 semantics; optional Mean and InvStdDev outputs)."""
-    return layer_norm(ctx, X, Scale, B, axis=axis, epsilon=epsilon, stash_type=stash_type)
 
 
 @register("EmbedLayerNormalization", domain=MS, since=1)

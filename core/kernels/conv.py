@@ -1,4 +1,4 @@
-"""Convolutions: Conv, ConvTranspose, ConvInteger, DeformConv (FusedConv: see fused.py).
+"""Convolutions: Conv, ConvTranspose, ConvInteger, DeformConv and FusedConv.
 
 Conv is im2col through a strided view and one BLAS matmul per group (large column matrices a band
 of output rows at a time, so they stay in cache). Fast paths: 3x3 stride-1 convolutions use
@@ -23,6 +23,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import InvalidArgument
+from ..fused_ops import DOMAIN, MS_DOMAIN, apply_activation
 from ..geometry import auto_pad_mode, conv_geometry, spatial_attr, transpose_geometry
 from ._util import check_tensor_bytes
 from .registry import register
@@ -661,3 +662,30 @@ def deform_conv(X: np.ndarray, W: np.ndarray, offset: np.ndarray, B: Optional[np
     if B is not None:
         y += B.astype(dt).reshape(1, M, 1)
     return y.reshape(N, M, oh, ow).astype(X.dtype, copy=False)
+
+
+@register("FusedConv", domain=MS_DOMAIN, since=1)
+@register("FusedConv", domain=DOMAIN, since=1)
+def fused_conv(X: np.ndarray, W: np.ndarray, B: Optional[np.ndarray] = None,
+               Z: Optional[np.ndarray] = None, activation: str = "",
+               activation_params: Optional[List[float]] = None,
+               auto_pad: str = "NOTSET", dilations: Optional[List[int]] = None, group: int = 1,
+               kernel_shape: Optional[List[int]] = None, pads: Optional[List[int]] = None,
+               strides: Optional[List[int]] = None) -> np.ndarray:
+    """FusedConv: activation(Conv(X, W, B) + Z).
+
+    X, W, B and the attributes auto_pad, dilations, group, kernel_shape, pads, strides are ai.onnx
+    Conv's; the optional Z is added to the convolution as ai.onnx Add would (numpy broadcasting;
+    in practice Z has the output's shape: a residual shortcut). `activation` is one of "" (none),
+    Relu, Tanh, Sigmoid, LeakyRelu (params [alpha]), Clip (params [min, max]) and HardSigmoid
+    (params [alpha, beta]); defaults in `fused_ops.Activation`. The same kernel serves
+    com.microsoft FusedConv (onnxruntime's contrib op, which asks Z to have the output's shape).
+    """
+    y = conv(X, W, B, auto_pad=auto_pad, dilations=dilations, group=group,
+             kernel_shape=kernel_shape, pads=pads, strides=strides)
+    if Z is not None:
+        if Z.shape == y.shape and y.flags.writeable:
+            y += Z.astype(y.dtype, copy=False)
+        else:
+            y = np.add(y, Z).astype(y.dtype, copy=False)
+    return apply_activation(activation, y, activation_params, "FusedConv")

@@ -1,5 +1,5 @@
 """Elementwise kernels: unary math, binary arithmetic / bitwise / logic / comparison with numpy
-broadcasting, the variadic Sum / Mean / Max / Min, and Clip.
+broadcasting, the variadic Sum / Mean / Max / Min, Clip and Where.
 
 Most ops are rows of a table (op name -> numpy function, first opset); the type rule is "output
 has the input's dtype" unless the row says bool. Opsets before 7 spell broadcasting with the
@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import erf, norm_axis, widen
+from ._util import broadcast_shape, erf, norm_axis, widen
 from .registry import add, register
 
 _FLT_MAX = 3.4028234663852886e38
@@ -362,3 +362,14 @@ def clip_1(x: np.ndarray, min: Optional[float] = None, max: Optional[float] = No
            consumed_inputs: Optional[list] = None) -> np.ndarray:
     """ONNX Clip, opset 1: absent bounds do not clip."""
     return _clip(x, _bound(min, x.dtype, "attribute min"), _bound(max, x.dtype, "attribute max"))
+
+
+@register("Where", since=9)
+def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elements of `x` where `condition` is true, else of `y` (broadcasting all three)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype != y.dtype:
+        raise InvalidArgument("Where: X (%s) and Y (%s) must have the same type"
+                              % (x.dtype, y.dtype))
+    broadcast_shape([np.shape(condition), x.shape, y.shape], "Where")
+    return np.where(np.asarray(condition, dtype=bool), x, y).astype(x.dtype, copy=False)

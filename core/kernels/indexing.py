@@ -1,5 +1,6 @@
 """Indexing kernels: Gather, GatherElements, GatherND, Scatter, ScatterElements, ScatterND,
-TensorScatter, Where, OneHot and NonZero. Negative indices count from the end; out-of-range ones raise."""
+TensorScatter, OneHot and NonZero (Where is in `elementwise`). Negative indices count from the
+end; out-of-range ones raise."""
 from __future__ import annotations
 
 from typing import Any, List, Tuple
@@ -7,7 +8,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import broadcast_shape, check_tensor_bytes, norm_axis
+from ._util import check_tensor_bytes, norm_axis
 from .registry import register
 
 
@@ -214,17 +215,7 @@ def tensor_scatter(past_cache: np.ndarray, update: np.ndarray,
     return out
 
 
-# ---------------------------------------------------------------- Where, OneHot, NonZero
-
-@register("Where", since=9)
-def where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Elements of `x` where `condition` is true, else of `y` (broadcasting all three)."""
-    x, y = np.asarray(x), np.asarray(y)
-    if x.dtype != y.dtype:
-        raise InvalidArgument("Where: X (%s) and Y (%s) must have the same type"
-                              % (x.dtype, y.dtype))
-    broadcast_shape([np.shape(condition), x.shape, y.shape], "Where")
-    return np.where(np.asarray(condition, dtype=bool), x, y).astype(x.dtype, copy=False)
+# ---------------------------------------------------------------- OneHot, NonZero
 
 
 @register("OneHot", since=9)

@@ -1,18 +1,21 @@
 """Normalizations: BatchNormalization, LayerNormalization, RMSNormalization, InstanceNormalization,
-GroupNormalization, LRN, MeanVarianceNormalization and LpNormalization.
+GroupNormalization, LRN, MeanVarianceNormalization, LpNormalization and the softmax family
+(Softmax, LogSoftmax, Hardmax: a row normalized to sum 1).
 
 Statistics are computed in float32 (float64 for float64 inputs) whatever the input type, and the
-result is cast back to the input's type.
+result is cast back to the input's type. Before opset 13 the softmax family flattens the input to
+2-D at `axis`; from 13 it works along `axis` alone.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import InvalidArgument
-from ._util import norm_axes, norm_axis
-from .registry import register
+from ..fused_ops import DOMAIN
+from ._util import norm_axes, norm_axis, widen
+from .registry import add, register
 
 
 def _work_dtype(*arrays: Optional[np.ndarray]) -> np.dtype:
@@ -303,3 +306,82 @@ def lp_norm(X: np.ndarray, axis: int = -1, p: int = 2) -> np.ndarray:
     safe = np.where(n == 0, dt.type(1), n)
     y = np.where(n == 0, dt.type(0), x / safe)
     return y.astype(X.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------- softmax family
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    with np.errstate(invalid="ignore"):   # a row of -inf gives NaN, as in onnxruntime, silently
+        e = np.subtract(x, np.max(x, axis=axis, keepdims=True))
+        np.exp(e, out=e)
+        e /= np.sum(e, axis=axis, keepdims=True)
+    return e
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.subtract(x, np.max(x, axis=axis, keepdims=True))
+        d -= np.log(np.sum(np.exp(d), axis=axis, keepdims=True))
+    return d
+
+
+def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
+    out = np.zeros(x.shape, dtype=x.dtype)
+    idx = np.expand_dims(np.argmax(x, axis=axis), axis)
+    np.put_along_axis(out, idx, 1, axis=axis)
+    return out
+
+
+def _along_axis(op: str, fn: Callable[[np.ndarray, int], np.ndarray], x: np.ndarray, axis: int,
+                coerce_2d: bool) -> np.ndarray:
+    if x.ndim == 0:
+        raise InvalidArgument("%s: input must have rank >= 1, got a scalar" % op)
+    a = norm_axis(axis, x.ndim, op)
+    if x.size == 0:
+        return np.zeros(x.shape, dtype=x.dtype)
+    xw = widen(x)
+    if coerce_2d:
+        rows = int(np.prod(x.shape[:a], dtype=np.int64))
+        r = fn(xw.reshape(rows, -1), 1).reshape(x.shape)
+    else:
+        r = fn(xw, a)
+    return r if r.dtype == x.dtype else r.astype(x.dtype)
+
+
+def _softmax_kernels(op: str, fn: Callable[[np.ndarray, int], np.ndarray]) -> None:
+    def per_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
+        return _along_axis(op, fn, x, axis, coerce_2d=False)
+
+    def flattened(x: np.ndarray, axis: int = 1) -> np.ndarray:
+        return _along_axis(op, fn, x, axis, coerce_2d=True)
+
+    per_axis.__name__, flattened.__name__ = op, op + "_1"
+    per_axis.__doc__ = "ONNX %s along `axis` (opset >= 13)." % op
+    flattened.__doc__ = "ONNX %s, opsets 1-12: over the input flattened to 2-D at `axis`." % op
+    add(op, flattened, since=1, until=12)
+    add(op, per_axis, since=13)
+
+
+_softmax_kernels("Softmax", _softmax)
+_softmax_kernels("LogSoftmax", _log_softmax)
+_softmax_kernels("Hardmax", _hardmax)
+
+
+@register("LayerNormalization", domain=DOMAIN, since=1)
+def layer_normalization(X: np.ndarray, Scale: np.ndarray, B: Optional[np.ndarray] = None,
+                        axis: int = -1, epsilon: float = 1e-5) -> np.ndarray:
+    """LayerNormalization for models below opset 17 (ai.onnx LayerNormalization-17 semantics).
+
+    Y = (X - mean) / sqrt(var + epsilon) * Scale + B, mean and (biased) variance over the axes
+    [axis, rank); Scale and B broadcast to X.shape[axis:]. One output (no Mean / InvStdDev).
+    """
+    return layer_norm(None, X, Scale, B, axis=axis, epsilon=epsilon)
+
+
+@register("LayerNormalization", domain="", since=1, until=16)
+def layer_normalization_contrib(ctx: Any, X: np.ndarray, Scale: np.ndarray,
+                                B: Optional[np.ndarray] = None, axis: int = -1,
+                                epsilon: float = 1e-5, stash_type: int = 1) -> Any:
+    """LayerNormalization below opset 17, as onnxruntime registers it (ai.onnx
+    LayerNormalization-17 semantics; optional Mean and InvStdDev outputs)."""
+    return layer_norm(ctx, X, Scale, B, axis=axis, epsilon=epsilon, stash_type=stash_type)

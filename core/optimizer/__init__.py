@@ -14,7 +14,8 @@ saved with it (`.oxe` or `.onnx`), so a device that opens it skips the passes it
   Gemm/Conv/MatMul + activation, LayerNormalization and Gelu from their decomposed forms, multi-head attention;
   onnxruntime's transformer contrib ops (Attention, MultiHeadAttention, SkipLayerNormalization,
   Gelu/BiasGelu/FastGelu) mapped onto these forms;
-  fused nodes live in the domain `com.onnxedge` (kernels in `onnxedge.kernels.fused`).
+  fused nodes live in the domain `com.onnxedge` (kernels in their op's family module:
+  `onnxedge.kernels.conv`, `.matmul`, `.normalization`, `.activation`, `.attention`).
 """
 from __future__ import annotations
 

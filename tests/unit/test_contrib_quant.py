@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxedge
 from onnxedge.kernels import contrib_quant
+from onnxedge.kernels import matmul as matmul_kernels
 
 MS = "com.microsoft"
 ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
@@ -99,7 +100,7 @@ def test_matmul_nbits_against_a_loop():
             zbyte = zps[n * 2 + (k // block) // 2]
             zp = (zbyte >> 4) if (k // block) % 2 else (zbyte & 15)
             w[n, k] = (float(code) - float(zp)) * scales[n * kb + k // block]
-    got = contrib_quant.matmul_nbits(a, b, scales, zps, K=K, N=N, bits=4, block_size=block)
+    got = matmul_kernels.matmul_nbits(a, b, scales, zps, K=K, N=N, bits=4, block_size=block)
     np.testing.assert_allclose(got, a @ w.T, rtol=1e-5, atol=1e-5)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import onnxedge.kernels.activation  # noqa: F401  (registers the kernels)
 import onnxedge.kernels.elementwise  # noqa: F401
-import onnxedge.kernels.linalg  # noqa: F401
+import onnxedge.kernels.matmul  # noqa: F401
 import onnxedge.kernels.reduction  # noqa: F401
 from onnxedge.errors import InvalidArgument
 from onnxedge.kernels import registry

@@ -270,7 +270,7 @@ def test_mask_that_cannot_broadcast_to_the_scores_is_left_alone(mask_shape):
 
 def test_kernel_refuses_a_mask_that_grows_the_scores():
     from onnxedge.errors import InvalidArgument
-    from onnxedge.kernels.fused import multi_head_attention
+    from onnxedge.kernels.attention import multi_head_attention
     q = rand(1, 1, HIDDEN)
     with pytest.raises(InvalidArgument, match="mask"):
         multi_head_attention(q, q, q, np.zeros((2, 1, 1, 1), np.float32), num_heads=HEADS)

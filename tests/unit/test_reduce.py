@@ -133,9 +133,10 @@ def test_wheel_contents_and_metadata(built):
     assert not [n for n in names if n.startswith("onnxedge/format/fb/")]
     meta = zipfile.ZipFile(result.wheel).read("onnxedge-%s.dist-info/METADATA" % onnxedge.__version__)
     assert b"Requires-Dist: numpy" in meta and b"flatbuffers" not in meta
-    kernels = zipfile.ZipFile(result.wheel).read("onnxedge/kernels/fused.py").decode()
-    # only FusedGemm of the fused ops stays, without docstrings or comments
-    assert "FusedGemm" in kernels and "FusedConv" not in kernels and "MultiHeadAttention" not in kernels
+    kernels = zipfile.ZipFile(result.wheel).read("onnxedge/kernels/matmul.py").decode()
+    # only Gemm and FusedGemm of the matmul family stay, without docstrings or comments
+    assert "FusedGemm" in kernels and "FusedMatMul" not in kernels and "MatMulNBits" not in kernels
+    assert "onnxedge/kernels/conv.py" not in names and "onnxedge/kernels/attention.py" not in names
     assert '"""' not in kernels and "#" not in kernels
     assert open(result.config).read().splitlines()[1:] == [
         "ai.onnx;17;Gemm,Softmax", "com.onnxedge;1;FusedGemm"]

@@ -129,7 +129,7 @@ def test_element_count_never_wraps():
 
 def _other_value_sized_kernels():
     """(name, call) pairs: kernels sizing a ~64 MiB output from values or attributes."""
-    from onnxedge.kernels import conv, image, indexing, pool, random, shape, signal
+    from onnxedge.kernels import conv, image, indexing, movement, pool, random, signal
     f32, i64 = np.float32, np.int64
     n = 1 << 24
     return [
@@ -154,7 +154,7 @@ def _other_value_sized_kernels():
                                                       strides=[2048, 2048])),
         ("OneHot", lambda: indexing.one_hot(np.zeros(4, i64), np.array(n, i64),
                                             np.array([0, 1], f32))),
-        ("Pad", lambda: shape.pad_2(np.zeros((2, 2), f32), pads=[0, 0, 4096, 4096])),
+        ("Pad", lambda: movement.pad_2(np.zeros((2, 2), f32), pads=[0, 0, 4096, 4096])),
     ]
 
 

@@ -226,7 +226,7 @@ def run_matmul_nbits(rt: Recorder, node: Any, ins: List[Any], opset: int) -> Lis
     """MatMulNBits (com.microsoft): the 4/8-bit B dequantized on the host (the CPU kernel's
     rule) once per weight array — an initializer is the same array every run, so its float
     copy stays on the device —, then MatMul + bias on the GPU."""
-    from onnxedge.kernels.contrib_quant import nbits_weight
+    from onnxedge.kernels.matmul import nbits_weight
     B = ins[1]
     key = "%s|MatMulNBits-dequantized" % node.inputs[1]
     w_gpu = rt.consts.get(key, B, rt.f16) if rt.consts is not None else None

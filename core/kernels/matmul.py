@@ -1,4 +1,5 @@
-"""Linear algebra kernels: MatMul, Gemm, Einsum, Det, Trilu and MatMulInteger.
+"""Matrix product kernels: MatMul, Gemm, Einsum, Det, MatMulInteger, MatMulNBits and the fused
+FusedMatMul / FusedGemm.
 
 MatMul and Gemm are on the hot path: transposes stay views (BLAS reads them as they are), alpha
 and beta are applied in place and skipped when 1, and nothing is copied or cast for float32 /
@@ -7,11 +8,12 @@ back. MatMulInteger multiplies exactly in float32 or float64 so that BLAS does t
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 
 from ..errors import InvalidArgument
+from ..fused_ops import DOMAIN, MS_DOMAIN, apply_activation
 from ._util import is_narrow_float, widen
 from .registry import register
 
@@ -123,23 +125,6 @@ def det(x: np.ndarray) -> np.ndarray:
     return r if r.dtype == x.dtype else r.astype(x.dtype)
 
 
-@register("Trilu", since=14)
-def trilu(x: np.ndarray, k: Optional[np.ndarray] = None, upper: int = 1) -> np.ndarray:
-    """ONNX Trilu: keep the upper (or lower) triangle of the trailing matrices, from diagonal k."""
-    if x.ndim < 2:
-        raise InvalidArgument("Trilu: input must have rank >= 2, got shape %s" % (tuple(x.shape),))
-    diag = 0
-    if k is not None:
-        kv = np.asarray(k)
-        if kv.size != 1 or kv.dtype.kind not in "iu":
-            raise InvalidArgument("Trilu: input k must be a single integer, got %s of shape %s"
-                                  % (kv.dtype, tuple(kv.shape)))
-        diag = int(kv.reshape(-1)[0])
-    rows, cols = x.shape[-2:]
-    diag = max(-rows - 1, min(cols + 1, diag))   # beyond the matrix every k acts the same
-    return np.triu(x, diag) if upper else np.tril(x, diag)
-
-
 def _shifted(x: np.ndarray, zp: Optional[np.ndarray], per_row: bool, what: str,
              work: type) -> np.ndarray:
     """x - zero point in `work`; the zero point is a scalar, per row of A ([M] or [..., M, 1])
@@ -181,3 +166,125 @@ def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point: Optional[np.ndarr
                               % (_shapes(a, b), [None if z is None else tuple(z.shape)
                                                  for z in (a_zero_point, b_zero_point)])) from None
     return _array(r).astype(np.int32)
+
+
+@register("FusedGemm", domain=DOMAIN, since=1)
+def fused_gemm(A: np.ndarray, B: np.ndarray, C: Optional[np.ndarray] = None, alpha: float = 1.0,
+               beta: float = 1.0, transA: int = 0, transB: int = 0, activation: str = "",  # noqa: N803
+               activation_params: Optional[List[float]] = None) -> np.ndarray:
+    """FusedGemm: activation(alpha * op(A) @ op(B) + beta * C).
+
+    Inputs and alpha, beta, transA, transB are ai.onnx Gemm's (opset 11+: C optional);
+    activation and activation_params as in FusedConv.
+    """
+    y = gemm(A, B, C, alpha=alpha, beta=beta, transA=transA, transB=transB)
+    return apply_activation(activation, y, activation_params, "FusedGemm")
+
+
+@register("FusedMatMul", domain=DOMAIN, since=1)
+def fused_matmul(A: np.ndarray, B: np.ndarray, bias: Optional[np.ndarray] = None,
+                 activation: str = "", activation_params: Optional[List[float]] = None
+                 ) -> np.ndarray:
+    """FusedMatMul: activation(MatMul(A, B) + bias).
+
+    A and B are ai.onnx MatMul's inputs (numpy matmul semantics, any rank); `bias` (optional) is a
+    1-D tensor of B's last dimension added to every row; activation and activation_params as in
+    FusedConv.
+    """
+    if B.ndim == 2 and A.ndim > 2 and A.flags.c_contiguous and A.shape[-1] == B.shape[0]:
+        y = matmul(A.reshape(-1, A.shape[-1]), B).reshape(A.shape[:-1] + (B.shape[1],))
+    else:
+        y = matmul(A, B)
+    if bias is not None:
+        if bias.ndim != 1 or bias.shape[0] != y.shape[-1]:
+            raise InvalidArgument("FusedMatMul: bias must be 1-D of size %d (the output's last "
+                                  "dimension), got shape %s" % (y.shape[-1], bias.shape))
+        if not y.flags.writeable:
+            y = y.copy()
+        y += bias.astype(y.dtype, copy=False)
+    return apply_activation(activation, y, activation_params, "FusedMatMul")
+
+
+def unpack_bits(packed: np.ndarray, bits: int) -> np.ndarray:
+    """uint8 bytes to their `bits`-wide codes (lowest bits first), the last axis widened by
+    8 / bits."""
+    if bits == 8:
+        return np.asarray(packed, dtype=np.uint8)
+    if bits not in (2, 4):
+        raise InvalidArgument("bits must be 2, 4 or 8, got %d" % bits)
+    p = np.asarray(packed, dtype=np.uint8)
+    per = 8 // bits
+    mask = (1 << bits) - 1
+    shifts = (np.arange(per, dtype=np.uint8) * bits).astype(np.uint8)
+    codes = (p[..., None] >> shifts) & mask
+    return codes.reshape(p.shape[:-1] + (p.shape[-1] * per,)).astype(np.uint8)
+
+
+def nbits_weight(op: str, B: np.ndarray, scales: np.ndarray, zero_points: Optional[np.ndarray],
+                  g_idx: Optional[np.ndarray], K: int, N: int, bits: int,
+                  block_size: int) -> np.ndarray:
+    """MatMulNBits' B dequantized to float32 [N, K] (the CPU kernel's, and the WebGPU
+    provider's for its constant weights)."""
+    if block_size < 16 or block_size & (block_size - 1):
+        raise InvalidArgument("%s: block_size must be a power of 2 and >= 16, got %d"
+                              % (op, block_size))
+    k_blocks = -(-K // block_size)
+    blob = block_size * bits // 8
+    b = np.asarray(B)
+    if b.dtype != np.uint8 or b.size != N * k_blocks * blob:
+        raise InvalidArgument("%s: B must be uint8 of shape (%d, %d, %d) for N=%d, K=%d, bits=%d, "
+                              "block_size=%d; got %s %s" % (op, N, k_blocks, blob, N, K, bits,
+                                                           block_size, b.dtype, b.shape))
+    q = unpack_bits(b.reshape(N, k_blocks * blob), bits)[:, :K].astype(np.float32)
+    s = np.asarray(scales)
+    if s.size != N * k_blocks:
+        raise InvalidArgument("%s: scales must hold N*k_blocks = %d values, got shape %s"
+                              % (op, N * k_blocks, s.shape))
+    s = s.astype(np.float32).reshape(N, k_blocks)
+    has_g_idx = g_idx is not None and np.asarray(g_idx).size == K
+    if zero_points is not None and has_g_idx and np.asarray(zero_points).dtype == np.uint8:
+        zero_points = None      # onnxruntime (1.31) leaves packed zero points out with g_idx
+    if zero_points is None:
+        zp = np.full((N, k_blocks), 1 << (bits - 1), dtype=np.float32)
+    else:
+        z = np.asarray(zero_points)
+        if z.dtype == np.uint8:
+            per_row = -(-k_blocks * bits // 8)
+            if z.size != N * per_row:
+                raise InvalidArgument("%s: packed zero_points must hold N*%d = %d bytes, got shape "
+                                      "%s" % (op, per_row, N * per_row, z.shape))
+            zp = unpack_bits(z.reshape(N, per_row), bits)[:, :k_blocks].astype(np.float32)
+        else:
+            if z.size != N * k_blocks:
+                raise InvalidArgument("%s: float zero_points must match scales (%d values), got %s"
+                                      % (op, N * k_blocks, z.shape))
+            zp = z.astype(np.float32).reshape(N, k_blocks)
+    if has_g_idx:
+        blk = np.asarray(g_idx).astype(np.int64).reshape(-1)
+        if blk.min(initial=0) < 0 or blk.max(initial=0) >= k_blocks:
+            raise InvalidArgument("%s: g_idx values must lie in [0, %d)" % (op, k_blocks))
+    else:
+        blk = np.arange(K) // block_size
+    return (q - zp[:, blk]) * s[:, blk]
+
+
+@register("MatMulNBits", domain=MS_DOMAIN, since=1)
+def matmul_nbits(A: np.ndarray, B: np.ndarray, scales: np.ndarray,
+                 zero_points: Optional[np.ndarray] = None, g_idx: Optional[np.ndarray] = None,
+                 bias: Optional[np.ndarray] = None, K: int = 0, N: int = 0, bits: int = 4,
+                 block_size: int = 0, accuracy_level: int = 0) -> np.ndarray:
+    """MatMulNBits: A @ dequant(B)^T + bias, B [N, k_blocks, blob] of `bits`-bit codes (low
+    bits first) per block of `block_size` along K, zero point 2^(bits-1) when absent. g_idx [K]
+    maps each k to its block (with it, onnxruntime applies float zero points but not packed
+    uint8 ones; so does this kernel). accuracy_level is ignored (computed in float32)."""
+    op = "MatMulNBits"
+    a = np.asarray(A)
+    K, N, bits = int(K), int(N), int(bits)
+    if a.ndim == 0 or a.shape[-1] != K:
+        raise InvalidArgument("%s: A's last dimension must be K=%d, got shape %s"
+                              % (op, K, a.shape))
+    w = nbits_weight(op, B, scales, zero_points, g_idx, K, N, bits, int(block_size))
+    y = np.matmul(a.astype(np.float32), w.T)
+    if bias is not None:
+        y = y + np.asarray(bias).astype(np.float32)
+    return y.astype(a.dtype)
