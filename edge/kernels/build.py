@@ -28,8 +28,8 @@ from typing import List, Optional
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIBDIR = os.path.join(os.path.dirname(HERE), "neon", "lib")
 BUILD = os.path.join(HERE, "build")
-SOURCES = ["common.c", "threadpool.c", "sgemm.c", "conv.c", "pool.c", "qgemm.c", "ref.c"]
-HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "qgemm_impl.h"]
+SOURCES = ["common.c", "threadpool.c", "matmul.c", "conv.c", "pool.c", "matmul_int8.c", "ref.c"]
+HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "matmul_int8_impl.h"]
 COMMON = ["-O3", "-std=c99", "-D_GNU_SOURCE", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
           "-Wno-unused-parameter", "-Werror"]
 LIBNAME = "libonnxedge_kernels"
@@ -65,7 +65,8 @@ def _stale(out: str, extra: List[str]) -> bool:
     if not os.path.exists(out):
         return True
     t = os.path.getmtime(out)
-    deps = [os.path.join(HERE, s) for s in SOURCES + HEADERS + ["qgemm_dotprod.c"]] + [__file__] + extra
+    deps = [os.path.join(HERE, s) for s in SOURCES + HEADERS + ["matmul_int8_dotprod.c"]]
+    deps += [__file__] + extra
     return any(os.path.getmtime(d) > t for d in deps if os.path.exists(d))
 
 
@@ -120,7 +121,7 @@ def build_aarch64(force: bool) -> str:
     base = ["-march=armv8-a", "-mtune=cortex-a72", "-DOXK_HAVE_DOTPROD_TU"]
     return _link(cc, base, os.path.join(LIBDIR, "aarch64", LIBNAME + ".so"),
                  os.path.join(BUILD, "aarch64"), force,
-                 [["qgemm_dotprod.c", "-march=armv8.2-a+dotprod", "-mtune=cortex-a76"]])
+                 [["matmul_int8_dotprod.c", "-march=armv8.2-a+dotprod", "-mtune=cortex-a76"]])
 
 
 WASM_LIB = os.path.join(os.path.dirname(os.path.dirname(HERE)), "web", "wasm", "lib")

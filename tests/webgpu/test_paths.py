@@ -8,7 +8,7 @@ import pytest
 from onnx import helper
 
 from onnxedge.web.webgpu import device as webgpu_device
-from onnxedge.web.webgpu.ops import normalization, reduce
+from onnxedge.web.webgpu.ops import normalization, reduction
 
 from .helpers import compare, model
 
@@ -76,7 +76,7 @@ def test_softmax_layernorm_tree(webgpu, monkeypatch, D):
     compare(model([mk("LogSoftmax", ["x"], ["y"], axis=0)], {"x": x}), {"x": x}, atol=1e-5)
     feeds = {"x": x, "s": f(D), "b": f(D)}
     compare(model([mk("LayerNormalization", ["x", "s", "b"], ["y"])], feeds), feeds, atol=1e-4)
-    assert _keys("rowwg(")
+    assert _keys("normalization_rows_wg(")
 
 
 def test_tree_is_the_default_for_long_rows(webgpu, monkeypatch):
@@ -93,11 +93,12 @@ def test_tree_is_the_default_for_long_rows(webgpu, monkeypatch):
     feeds = {"x": f(2, 3, 3, 300), "s": f(3), "b": f(3)}   # InstanceNorm over 900 elements
     compare(model([mk("InstanceNormalization", ["x", "s", "b"], ["y"])], feeds), feeds,
             atol=1e-4)
-    x = f(2, reduce.WG_MIN_COUNT + 5)
+    x = f(2, reduction.WG_MIN_COUNT + 5)
     compare(model([mk("ReduceMean", ["x"], ["y"], axes=[1])], {"x": x}), {"x": x}, atol=1e-6)
     x = f(2, normalization.WG_MIN_ROW - 1)
     compare(model([mk("Softmax", ["x"], ["y"], axis=-1)], {"x": x}), {"x": x}, atol=1e-6)
-    assert used == ["rowwg", "rowwg", "reducewg", "rownorm"], used
+    assert used == ["normalization_rows_wg", "normalization_rows_wg", "reduction_wg",
+                    "normalization_rows"], used
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
@@ -105,10 +106,10 @@ def test_tree_is_the_default_for_long_rows(webgpu, monkeypatch):
 @pytest.mark.parametrize("shape,axes", [((5, 1), [1]), ((4, 3), [1]), ((3, 300), [1]),
                                         ((2, 257, 3), [1]), ((6, 7, 9), [0, 2])])
 def test_reduce_tree(webgpu, monkeypatch, op, shape, axes):
-    monkeypatch.setattr(reduce, "WG_MIN_COUNT", 1)
+    monkeypatch.setattr(reduction, "WG_MIN_COUNT", 1)
     x = rng.uniform(0.5, 1.5, shape).astype(np.float32)
     if op == "ReduceProd":
         x = rng.uniform(0.97, 1.03, shape).astype(np.float32)
     compare(model([mk(op, ["x", "a"], ["y"], keepdims=0)], {"x": x},
                   {"a": np.array(axes, np.int64)}, opset=18), {"x": x}, rtol=1e-4, atol=1e-6)
-    assert _keys("reducewg(")
+    assert _keys("reduction_wg(")

@@ -13,8 +13,8 @@ from .table import (F32, OPS, TABLE, OpSpec, attr, float_inputs, register,  # no
 
 
 def _load_families() -> None:
-    from . import (elementwise, matmul, conv, pool, normalization, reduce,  # noqa: F401
-                   movement, views, attention, resize)
+    from . import (elementwise, activation, cast, matmul, conv, pool, normalization,  # noqa: F401
+                   reduction, movement, shape, indexing, attention, resize)
 
 
 _load_families()

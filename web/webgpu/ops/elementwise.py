@@ -1,4 +1,5 @@
-"""Elementwise ops: one unary template, one broadcasting binary template, Where and Cast.
+"""Elementwise ops: one unary template, one broadcasting binary template, and Where (the
+activations, which share the unary template, are in `activation`; Cast in `cast`).
 
 Each op is a WGSL expression over `x` (unary; `xr` is the raw stored value) or `a`, `b`
 (binary), computed in f32; attributes travel as the uniforms `u.alpha`, `u.beta`, `u.gamma`.
@@ -9,16 +10,11 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops
-
-from ..runtime import MAX_RANK, Recorder, Uniform, broadcast_strides, grid, is_gpu
+from ..runtime import MAX_RANK, Recorder, Uniform, broadcast_strides, grid
 from .table import F32, attr, float_inputs, register
 
 # op -> (expression, {attribute: default} in the order alpha, beta, gamma)
 UNARY = {
-    "Relu": ("max(x, 0.0)", {}),
-    "Sigmoid": ("sigmoid_(x)", {}),
-    "Tanh": ("tanh_(x)", {}),
     "Exp": ("exp(x)", {}),
     "Log": ("log(x)", {}),
     "Sqrt": ("sqrt(x)", {}),
@@ -33,21 +29,8 @@ UNARY = {
     "Cos": ("cos(x)", {}),
     "Tan": ("tan(x)", {}),
     "Sign": ("sign(x)", {}),
-    "Softplus": ("softplus_(x)", {}),
-    "Softsign": ("x / (1.0 + abs(x))", {}),
-    "Mish": ("mish_(x)", {}),
-    "LeakyRelu": ("select(u.alpha * x, x, x >= 0.0)", {"alpha": 0.01}),
-    "Elu": ("select(u.alpha * (exp(x) - 1.0), x, x >= 0.0)", {"alpha": 1.0}),
-    "Celu": ("max(x, 0.0) + min(0.0, u.alpha * (exp(x / u.alpha) - 1.0))", {"alpha": 1.0}),
-    "Selu": ("u.beta * select(u.alpha * (exp(x) - 1.0), x, x > 0.0)",
-             {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}),
-    "ThresholdedRelu": ("select(0.0, x, x > u.alpha)", {"alpha": 1.0}),
-    "HardSigmoid": ("clamp(u.alpha * x + u.beta, 0.0, 1.0)", {"alpha": 0.2, "beta": 0.5}),
-    "HardSwish": ("x * clamp(x / 6.0 + 0.5, 0.0, 1.0)", {}),
-    "Gelu": ("0.5 * x * (1.0 + erf_(x * 0.70710678118654752))", {}),
     "Clip": ("min(max(x, u.alpha), u.beta)", {}),
 }
-GELU_TANH = "0.5 * x * (1.0 + tanh_(0.7978845608028654 * (x + 0.044715 * x * x * x)))"
 
 # op -> (expression, output is bool)
 BINARY = {
@@ -58,7 +41,6 @@ BINARY = {
     "Pow": ("pow_(a, b)", False),
     "Max": ("max(a, b)", False),
     "Min": ("min(a, b)", False),
-    "PRelu": ("select(a * b, a, a >= 0.0)", False),
     "Equal": ("u32(a == b)", True),
     "Less": ("u32(a < b)", True),
     "LessOrEqual": ("u32(a <= b)", True),
@@ -113,7 +95,7 @@ def unary(rt: Recorder, x: Any, expr: str, out_dtype: Any = F32,
     if y.size == 0:
         return y
     to = rt.wgsl_type(out_dtype)
-    p = rt.kernel("unary", TI=rt.wgsl_type(x.dtype), TO=to, EXPR="%s(%s)" % (to, expr))
+    p = rt.kernel("elementwise_unary", TI=rt.wgsl_type(x.dtype), TO=to, EXPR="%s(%s)" % (to, expr))
     vals = (list(params) + [0.0, 0.0, 0.0])[:3]
     rt.dispatch(p, [x, y], Uniform().u32(y.size).f32(*vals), grid(y.size, 256))
     return y
@@ -129,7 +111,7 @@ def binary(rt: Recorder, a: Any, b: Any, expr: str, out_dtype: Any = F32) -> Any
     dims, (sa, sb) = collapse(shape, [broadcast_strides(a.shape, shape),
                                       broadcast_strides(b.shape, shape)])
     to = rt.wgsl_type(out_dtype)
-    p = rt.kernel("binary", TA=rt.wgsl_type(a.dtype), TB=rt.wgsl_type(b.dtype), TO=to,
+    p = rt.kernel("elementwise_binary", TA=rt.wgsl_type(a.dtype), TB=rt.wgsl_type(b.dtype), TO=to,
                   EXPR="%s(%s)" % (to, expr))
     u = Uniform().u32(y.size, len(dims), 0, 0).vec(dims).vec(sa).vec(sb)
     rt.dispatch(p, [a, b, y], u, grid(y.size, 256))
@@ -140,8 +122,6 @@ def _check_unary(node: Any, facts: Any) -> Optional[str]:
     why = float_inputs(node, facts, [0])
     if why:
         return why
-    if node.op_type == "Gelu" and attr(node, "approximate", "none") not in ("none", "tanh"):
-        return "Gelu approximate=%r is not 'none' or 'tanh'" % attr(node, "approximate")
     if node.op_type == "Clip":
         return float_inputs(node, facts, [1, 2])
     return None
@@ -157,7 +137,6 @@ def _clip_bounds(node: Any, ins: List[Any], rt: Recorder, opset: int) -> Tuple[f
     return max(lo, -_FLOAT_LIMIT), min(hi, _FLOAT_LIMIT)
 
 
-@register(["Gelu"], check=_check_unary, domain=fused_ops.DOMAIN)
 @register(list(UNARY), check=_check_unary, host_inputs=(1, 2))
 def run_unary(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Every op of the UNARY table."""
@@ -165,11 +144,7 @@ def run_unary(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     expr, defaults = UNARY[op]
     if op == "Clip":
         return [unary(rt, ins[0], expr, F32, _clip_bounds(node, ins, rt, opset))]
-    if op == "Gelu" and attr(node, "approximate", "none") == "tanh":
-        expr = GELU_TANH
     params = [float(attr(node, k, v)) for k, v in defaults.items()]
-    if op == "Selu":
-        params = [params[0], params[1]]
     return [unary(rt, ins[0], expr, F32, params)]
 
 
@@ -212,43 +187,10 @@ def run_where(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     if out.size == 0:
         return [out]
     dims, (sc, sx, sy) = collapse(shape, [broadcast_strides(t.shape, shape) for t in (c, x, y)])
-    p = rt.kernel("where", T=rt.wgsl_type(x.dtype))
+    p = rt.kernel("elementwise_where", T=rt.wgsl_type(x.dtype))
     u = Uniform().u32(out.size, len(dims), 0, 0).vec(dims).vec(sc).vec(sx).vec(sy)
     rt.dispatch(p, [c, x, y, out], u, grid(out.size, 256))
     return [out]
-
-
-_CAST_OK = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)}
-_TO = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_}
-
-
-def _check_cast(node: Any, facts: Any) -> Optional[str]:
-    dt = facts.dtype(node.inputs[0])
-    if dt not in _CAST_OK:
-        return "Cast from %s is not supported" % (dt if dt is not None else "an unknown type")
-    if attr(node, "to") not in _TO:
-        return "Cast to TensorProto type %r is not supported" % attr(node, "to")
-    if attr(node, "saturate", 1) != 1 or attr(node, "round_mode", "up") != "up":
-        return "Cast saturate/round_mode attributes are only for float8 targets"
-    return None
-
-
-@register(["Cast"], check=_check_cast, raw=True)
-def run_cast(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
-    """Cast between float32, int32, int64 and bool: on the host for host values."""
-    to = np.dtype(_TO[attr(node, "to")])
-    x = ins[0]
-    if not is_gpu(x):
-        return [np.asarray(x).astype(to)]
-    if x.dtype == to:
-        return [x]
-    if to == np.bool_:
-        expr = "x != 0.0"
-    elif to == F32:
-        expr = "x"
-    else:
-        expr = "trunc(x)" if x.dtype == F32 else "x"
-    return [unary(rt, x, expr, to)]
 
 
 __all__ = ["unary", "binary", "broadcast_shape", "collapse", "UNARY", "BINARY"]

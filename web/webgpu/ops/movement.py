@@ -1,5 +1,5 @@
-"""Data movement: Transpose, Slice, Expand, Tile, Concat, Split (one strided-copy template),
-Gather (indices uploaded as int32) and Pad (constant / reflect / edge)."""
+"""Data movement: Transpose, Slice, Expand, Tile, Concat, Split (one strided-copy template) and
+Pad (constant / reflect / edge). Gather is in `indexing`."""
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
@@ -14,7 +14,8 @@ _DATA = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32), np.dtype(
 _NOMOD = 0xFFFFFFFF
 
 
-def _check_data(node: Any, facts: Any) -> Optional[str]:
+def check_data(node: Any, facts: Any) -> Optional[str]:
+    """Why the node's data input cannot be moved on the GPU (its dtype), or None."""
     dt = facts.dtype(node.inputs[0])
     if dt not in _DATA:
         return "input %r has element type %s" % (node.inputs[0], dt if dt is not None else "unknown")
@@ -34,13 +35,13 @@ def strided_copy(rt: Recorder, x: GpuTensor, y: GpuTensor, shape: Sequence[int],
     src_strides = list(src_strides) or [0]
     dst_strides = list(dst_strides) or [0]
     mods = list(mods) if mods is not None else [_NOMOD] * len(shape)
-    p = rt.kernel("strided", T=rt.wgsl_type(x.dtype))
+    p = rt.kernel("movement_strided", T=rt.wgsl_type(x.dtype))
     u = (Uniform().u32(n, len(shape), src_base, dst_base).vec(shape).vec(src_strides, signed=True)
          .vec(mods).vec(dst_strides))
     rt.dispatch(p, [x, y], u, grid(n, 256))
 
 
-@register(["Transpose"], check=_check_data)
+@register(["Transpose"], check=check_data)
 def run_transpose(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Transpose by perm (reversed axes by default)."""
     x = ins[0]
@@ -77,7 +78,7 @@ def _slice_params(node: Any, ins: List[Any], opset: int, shape: Sequence[int]):
     return begin, step, out
 
 
-@register(["Slice"], check=_check_data, host_inputs=(1, 2, 3, 4))
+@register(["Slice"], check=check_data, host_inputs=(1, 2, 3, 4))
 def run_slice(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Slice (negative and >1 steps, clamped bounds)."""
     x = ins[0]
@@ -89,7 +90,7 @@ def run_slice(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     return [y]
 
 
-@register(["Expand"], check=_check_data, host_inputs=(1,))
+@register(["Expand"], check=check_data, host_inputs=(1,))
 def run_expand(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Expand: numpy broadcast to a shape."""
     x = ins[0]
@@ -99,7 +100,7 @@ def run_expand(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]
     return [y]
 
 
-@register(["Tile"], check=_check_data, host_inputs=(1,))
+@register(["Tile"], check=check_data, host_inputs=(1,))
 def run_tile(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Tile: repeats per axis (coordinates wrap with a modulo)."""
     x = ins[0]
@@ -136,7 +137,7 @@ def run_concat(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]
     return [y]
 
 
-@register(["Split"], check=_check_data, host_inputs=(1,))
+@register(["Split"], check=check_data, host_inputs=(1,))
 def run_split(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     """Split along an axis into given sizes or equal parts (num_outputs)."""
     x = ins[0]
@@ -166,33 +167,6 @@ def run_split(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
     return outs
 
 
-def _check_gather(node: Any, facts: Any) -> Optional[str]:
-    why = _check_data(node, facts)
-    if why:
-        return why
-    if facts.dtype(node.inputs[1]) not in (np.dtype(np.int64), np.dtype(np.int32)):
-        return "indices %r are not int32/int64" % node.inputs[1]
-    return None
-
-
-@register(["Gather"], check=_check_gather)
-def run_gather(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
-    """Gather along an axis (indices may be negative)."""
-    x, idx = ins[0], ins[1]
-    rank = len(x.shape)
-    axis = int(attr(node, "axis", 0))
-    axis = axis + rank if axis < 0 else axis
-    shape = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
-    y = rt.new(shape, x.dtype)
-    if y.size == 0:
-        return [y]
-    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
-    p = rt.kernel("gather", T=rt.wgsl_type(x.dtype))
-    u = Uniform().u32(y.size, max(idx.size, 1), x.shape[axis], inner)
-    rt.dispatch(p, [x, idx, y], u, grid(y.size, 256))
-    return [y]
-
-
 _PAD_MODES = {
     "constant": "inside = false;",
     "edge": "x = clamp(x, 0, n - 1);",
@@ -205,7 +179,7 @@ def _check_pad(node: Any, facts: Any) -> Optional[str]:
     mode = attr(node, "mode", "constant")
     if mode not in _PAD_MODES:
         return "Pad mode %r (WebGPU has constant, reflect, edge)" % mode
-    return _check_data(node, facts)
+    return check_data(node, facts)
 
 
 @register(["Pad"], check=_check_pad, host_inputs=(1, 2, 3))
@@ -233,7 +207,7 @@ def run_pad(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]:
         return [y]
     if x.size == 0 and mode != "constant":
         raise ValueError("Pad mode %s of an empty tensor" % mode)
-    p = rt.kernel("pad", T=rt.wgsl_type(x.dtype), MODE=_PAD_MODES[mode])
+    p = rt.kernel("movement_pad", T=rt.wgsl_type(x.dtype), MODE=_PAD_MODES[mode])
     u = (Uniform().u32(y.size, rank).f32(value).u32(0).vec(shape).vec(list(x.shape), signed=True)
          .vec(begin, signed=True).vec(strides_of(x.shape)))
     rt.dispatch(p, [x, y], u, grid(y.size, 256))

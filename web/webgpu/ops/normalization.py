@@ -35,7 +35,7 @@ _SOFTMAX_BODY = """
     Y[k] = {{T}}(%s);
   }"""
 
-# the same bodies for rowwg.wgsl: one workgroup per row, strided loops, tree reductions
+# the same bodies for normalization_rows_wg.wgsl: one workgroup per row, strided loops, tree reductions
 _NORM_BODY_WG = """
   var part_sum = 0.0;
   for (var j = lid; j < u.D; j = j + WG) { part_sum = part_sum + f32(X[base + j * u.inner]); }
@@ -80,7 +80,7 @@ def _rownorm(rt: Recorder, x: Any, extra: List[Any], body: Tuple[str, str], rows
                      for k, n in enumerate(names))
     n = 1 + len(extra)
     wide = D >= WG_MIN_ROW
-    p = rt.kernel("rowwg" if wide else "rownorm", T=t, EXTRA_DECL=decl, OUT_BINDING=n,
+    p = rt.kernel("normalization_rows_wg" if wide else "normalization_rows", T=t, EXTRA_DECL=decl, OUT_BINDING=n,
                   U_BINDING=n + 1, BODY=(body[1] if wide else body[0]).replace("{{T}}", t))
     u = Uniform().u32(rows, D, inner, C).f32(eps).u32(ssize, bsize, 0)
     rt.dispatch(p, [x] + extra + [y], u, grid(rows, 1) if wide else grid(rows, 64))
@@ -176,7 +176,7 @@ def run_batchnorm(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[A
         return [y]
     C = x.shape[1] if len(x.shape) > 1 else 1
     inner = int(np.prod(x.shape[2:], dtype=np.int64))
-    p = rt.kernel("batchnorm", T=rt.wgsl_type(F32))
+    p = rt.kernel("normalization_batch", T=rt.wgsl_type(F32))
     u = Uniform().u32(y.size, C, inner).f32(float(attr(node, "epsilon", 1e-5)))
     rt.dispatch(p, [x, ins[1], ins[2], ins[3], ins[4], y], u, grid(y.size, 256))
     return [y]

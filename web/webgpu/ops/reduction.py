@@ -22,7 +22,7 @@ _KINDS = {
     "ReduceSumSquare": ("0.0", "acc = acc + v * v;", ""),
     "ReduceLogSum": ("0.0", "acc = acc + v;", "acc = log(acc);"),
 }
-# how two partial results meet in the workgroup tree (reducewg.wgsl)
+# how two partial results meet in the workgroup tree (reduction_wg.wgsl)
 _COMBINE = {"ReduceMax": "max(a, b)", "ReduceMin": "min(a, b)", "ReduceProd": "a * b"}
 # reduced lengths from which one workgroup (256 threads and a tree) serves each output
 WG_MIN_COUNT = 256
@@ -70,10 +70,10 @@ def run_reduce(rt: Recorder, node: Any, ins: List[Any], opset: int) -> List[Any]
     u = (Uniform().u32(y.size, len(kshape), len(rshape), count).vec(kshape).vec(kstride)
          .vec(rshape).vec(rstride))
     if count >= WG_MIN_COUNT:
-        p = rt.kernel("reducewg", T=rt.wgsl_type(x.dtype), INIT=init, STEP=step, FINISH=fin,
+        p = rt.kernel("reduction_wg", T=rt.wgsl_type(x.dtype), INIT=init, STEP=step, FINISH=fin,
                       COMBINE=_COMBINE.get(op, "a + b"))
         rt.dispatch(p, [x, y], u, grid(y.size, 1))
         return [y]
-    p = rt.kernel("reduce", T=rt.wgsl_type(x.dtype), INIT=init, STEP=step, FINISH=fin, PRE="")
+    p = rt.kernel("reduction", T=rt.wgsl_type(x.dtype), INIT=init, STEP=step, FINISH=fin, PRE="")
     rt.dispatch(p, [x, y], u, grid(y.size, 256))
     return [y]

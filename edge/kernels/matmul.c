@@ -1,4 +1,4 @@
-/* sgemm.c - single-precision GEMM.
+/* matmul.c - single-precision GEMM (sgemm).
  *
  * B is packed into panels of VEC_NR columns (weights once, at session creation; otherwise per
  * call into per-thread scratch). A is read in place when it is row-major and its row strips meet

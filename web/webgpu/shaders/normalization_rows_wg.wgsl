@@ -1,7 +1,7 @@
 // Row-wise normalizations for long rows, one workgroup of 256 per row: each thread strides over
 // the row, partial results meet in a workgroup-memory tree (`tree_sum` / `tree_max`). Element j
 // of row r (= outer o, inner i) is X[o * D * inner + j * inner + i]. BODY: LayerNorm /
-// InstanceNorm, Softmax or LogSoftmax (the same bodies as rownorm.wgsl, loops strided by WG).
+// InstanceNorm, Softmax or LogSoftmax (the same bodies as normalization_rows.wgsl, loops strided by WG).
 {{ENABLE}}
 struct U { rows: u32, D: u32, inner: u32, C: u32, eps: f32, ssize: u32, bsize: u32, p0: u32 }
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;

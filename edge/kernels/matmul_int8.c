@@ -1,4 +1,4 @@
-/* qgemm.c - int8 GEMM with int32 output and zero points (MatMulInteger, QLinearMatMul).
+/* matmul_int8.c - int8 GEMM with int32 output and zero points (MatMulInteger, QLinearMatMul).
  * uint8 data is moved to int8 by subtracting 128 from data and zero point alike, so one signed
  * loop serves all four type pairs: raw = sum a'b' (vmull_s8 + vpadalq_s16 on NEON, vdotq_s32 when
  * the CPU has the dot-product extension - chosen at run time), then
@@ -6,7 +6,7 @@
 #include "oxk.h"
 #include "vec.h"
 #define QGEMM_FN oxk_qgemm_rows_base
-#include "qgemm_impl.h"
+#include "matmul_int8_impl.h"
 
 #if defined(OXK_HAVE_DOTPROD_TU)
 #include <sys/auxv.h>

@@ -1,5 +1,5 @@
 // Reductions over long ranges, one workgroup of 256 per output element: each thread strides over
-// the reduced coordinates (INIT / STEP as in reduce.wgsl), the partial results meet in a
+// the reduced coordinates (INIT / STEP as in reduction.wgsl), the partial results meet in a
 // workgroup-memory tree (COMBINE of a and b), and thread 0 applies FINISH and writes.
 {{ENABLE}}
 struct U { n: u32, krank: u32, rrank: u32, count: u32,

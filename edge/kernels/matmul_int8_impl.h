@@ -1,5 +1,5 @@
-/* qgemm_impl.h - the int8 GEMM inner loop, included by qgemm.c (base ISA) and, on aarch64,
- * by qgemm_dotprod.c (compiled with +dotprod, where vi_dot16 is vdotq_s32).
+/* matmul_int8_impl.h - the int8 GEMM inner loop, included by matmul_int8.c (base ISA) and, on
+ * aarch64, by matmul_int8_dotprod.c (compiled with +dotprod, where vi_dot16 is vdotq_s32).
  * QGEMM_FN names the function. A rows and packed B columns are K16 (K rounded up to 16)
  * int8 values each, already shifted to signed; the caller adds the zero-point corrections. */
 void QGEMM_FN(int M, int N, int K16, const int8_t* a, const int8_t* b, int32_t* C, int ldc,

@@ -1,7 +1,0 @@
-/* qgemm_dotprod.c - the int8 GEMM loop built with the dot-product extension (vdotq_s32);
- * compiled only for aarch64 with -march=armv8.2-a+dotprod and chosen at run time by qgemm.c
- * when the CPU reports asimddp. */
-#include "oxk.h"
-#include "vec.h"
-#define QGEMM_FN oxk_qgemm_rows_dotprod
-#include "qgemm_impl.h"
