@@ -76,5 +76,9 @@ def build_plan(graph: ir.Graph, providers: List[ExecutionProvider], ctx: Compile
             runs.append([a.node_index])
     for run in runs:
         group = Group(graph, run, ctx.free_after, index)
-        steps.append(by_name[assignments[run[-1]].provider].compile(graph, group, ctx))
+        provider = by_name[assignments[run[-1]].provider]
+        step = provider.compile(graph, group, ctx)
+        step.inputs = list(group.inputs)
+        step.device_type = provider.device_type
+        steps.append(step)
     return Plan(steps, assignments)

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import checker, dtypes, executor, facts, ir, optimizer_stamp, profiling
+from . import checker, device_values, dtypes, executor, facts, ir, optimizer_stamp, profiling
 from .errors import InvalidArgument, InvalidGraph, NoModel, NotImplemented
 from .ortvalue import IOBinding, OrtValue
 from .budgets import (MAX_TENSOR_BYTES_KEY, RUN_TIMEOUT_MS_KEY, RunLimits, check_run,
@@ -207,7 +207,7 @@ def _type_matches(value: Any, t: Optional[ir.TypeInfo]) -> Optional[str]:
         return None
     if t.kind == "map":
         return None if isinstance(value, dict) else "a %s" % type(value).__name__
-    if not isinstance(value, np.ndarray):
+    if not isinstance(value, (np.ndarray, device_values.DeviceValue)):
         return "a %s" % type(value).__name__
     if t.elem_type:
         try:
@@ -392,13 +392,15 @@ class InferenceSession:
         """Run with the inputs and outputs bound in `iobinding` (outputs: all when none bound);
         results are read with `iobinding.get_outputs()` / `copy_outputs_to_cpu()`."""
         names = list(iobinding._outputs) or list(self._output_names)
-        iobinding.store_outputs(names, self.run(names, dict(iobinding._inputs), run_options))
+        with device_values.keep_on_device(iobinding.output_devices()):
+            outs = self.run(names, dict(iobinding._inputs), run_options)
+        iobinding.store_outputs(names, outs)
 
     def run_with_ort_values(self, output_names: Optional[Sequence[str]],
                             input_dict_ort_values: Dict[str, Any],
                             run_options: Optional[RunOptions] = None) -> List[OrtValue]:
         """`run` taking and giving OrtValues."""
-        feeds = {name: v.numpy() if isinstance(v, OrtValue) else v
+        feeds = {name: v.value if isinstance(v, OrtValue) else v
                  for name, v in input_dict_ort_values.items()}
         return [OrtValue(v) for v in self.run(output_names, feeds, run_options)]
 
@@ -449,9 +451,12 @@ class InferenceSession:
         if self._profiler is not None:
             return self._run_profiled(output_names, input_feed, run_options)
         names, env = self._start_run(output_names, input_feed, run_options)
+        moves = self._moves_device_values(input_feed)
         with use_limits(self._run_limits(run_options)):
             for step in self._plan.steps:
                 check_run()
+                if moves:
+                    device_values.to_host_for(step.device_type, env, step.inputs)
                 step.run(env)
         return self._collect(env, names)
 
@@ -462,10 +467,13 @@ class InferenceSession:
         prof = self._profiler
         start = profiling.now_us()
         names, env = self._start_run(output_names, input_feed, run_options)
+        moves = self._moves_device_values(input_feed)
         nodes = self._model.graph.nodes
         with use_limits(self._run_limits(run_options)), profiling.active(prof):
             for step in self._plan.steps:
                 check_run()
+                if moves:
+                    device_values.to_host_for(step.device_type, env, step.inputs)
                 t0 = profiling.now_us()
                 step.run(env)
                 if step.provider != "CPUExecutionProvider":
@@ -486,14 +494,32 @@ class InferenceSession:
         """`run` as a coroutine: awaits the steps whose device reads back asynchronously (WebGPU
         in a browser page, where blocking on the GPU is impossible); the same results as `run`."""
         names, env = self._start_run(output_names, input_feed, run_options)
+        moves = self._moves_device_values(input_feed)
         with use_limits(self._run_limits(run_options)):
             for step in self._plan.steps:
                 check_run()
+                if moves:
+                    await device_values.to_host_for_async(step.device_type, env, step.inputs)
                 if step.run_async is not None:
                     await step.run_async(env)
                 else:
                     step.run(env)
+        if moves:
+            await device_values.to_host_for_async(device_values.HOST, env, [
+                n for n in names if not self._kept_on_device(n, env.get(n))])
         return self._collect(env, names)
+
+    @staticmethod
+    def _moves_device_values(input_feed: Dict[str, Any]) -> bool:
+        """True when this run sees device values (fed, or outputs kept on a device): steps
+        then get the ones their provider cannot take read back at their edge."""
+        return (device_values.any_wanted()
+                or any(device_values.is_device_value(v) for v in input_feed.values()))
+
+    @staticmethod
+    def _kept_on_device(name: str, value: Any) -> bool:
+        return (device_values.is_device_value(value)
+                and device_values.wanted_device(name) == value.device_type)
 
     def _run_limits(self, run_options: Optional[RunOptions]) -> RunLimits:
         """The budgets of one run: the session's tensor budget, the run's (or else the
@@ -523,7 +549,8 @@ class InferenceSession:
             outs = [env[name] for name in names]
         except KeyError as e:
             raise InvalidGraph("output %s was not produced by the model" % e) from None
-        return [self._own(o) for o in outs]
+        return [self._own(o) if self._kept_on_device(n, o) or not device_values.is_device_value(o)
+                else o.numpy() for n, o in zip(names, outs)]
 
     def _check_output_names(self, output_names: Optional[Sequence[str]]) -> List[str]:
         if not output_names:
@@ -556,7 +583,9 @@ class InferenceSession:
     @staticmethod
     def _check_value(name: str, value: Any, t: Optional[ir.TypeInfo]) -> Any:
         is_tensor = t is None or t.kind == "tensor"
-        if is_tensor and not isinstance(value, np.ndarray):
+        if is_tensor and device_values.is_device_value(value):
+            pass    # a tensor kept on a device (IOBinding): checked like an array, not copied
+        elif is_tensor and not isinstance(value, np.ndarray):
             if isinstance(value, (list, tuple, int, float, bool, np.generic)):
                 value = np.asarray(value)
             else:
@@ -568,9 +597,10 @@ class InferenceSession:
         if bad:
             raise InvalidArgument("input %r: got %s, expected %s" % (name, bad, t.ort_string()))
         if is_tensor and t is not None and t.shape is not None:
-            if value.ndim != len(t.shape):
+            if len(value.shape) != len(t.shape):
                 raise InvalidArgument("input %r: got rank %d (shape %s), expected rank %d (shape %s)"
-                                      % (name, value.ndim, list(value.shape), len(t.shape), t.shape))
+                                      % (name, len(value.shape), list(value.shape), len(t.shape),
+                                         t.shape))
             for axis, (got, want) in enumerate(zip(value.shape, t.shape)):
                 if isinstance(want, int) and want > 0 and got != want:
                     raise InvalidArgument("input %r: dimension %d is %d, the model expects %d "

@@ -112,6 +112,8 @@ class Step:
     `run_async(env)`, when a provider gives one, is a coroutine function doing the same without
     blocking (a device whose readback is a promise, as WebGPU in a browser page);
     `InferenceSession.run_async` awaits it and calls `run` for steps without one.
+    `inputs` (the group's inputs) and `device_type` (its provider's) are set by the
+    partitioner: the session reads back device values a step cannot take (`device_values`).
     """
 
     def __init__(self, provider: str, node_indices: List[int], run: Callable[[Dict[str, Any]], None],
@@ -120,6 +122,8 @@ class Step:
         self.node_indices = node_indices
         self.run = run
         self.run_async = run_async
+        self.inputs: List[str] = []
+        self.device_type = "cpu"
 
 
 class ExecutionProvider:
@@ -130,6 +134,7 @@ class ExecutionProvider:
     """
 
     name = "ExecutionProvider"
+    device_type = "cpu"   # where its tensors live; "cpu" is the host (device_values)
 
     def __init__(self, options: Optional[Dict[str, Any]] = None):
         self.options = dict(options or {})

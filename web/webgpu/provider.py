@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from onnxedge import executor, ir
+from onnxedge import device_values, executor, ir
 from onnxedge.facts import Facts
 from onnxedge.kernels import registry
 from onnxedge.errors import EPFail, InvalidArgument, OnnxEdgeError, RuntimeException
@@ -25,6 +25,7 @@ from onnxedge.providers.base import CompileContext, ExecutionProvider, Group, St
 
 from . import device as _device
 from . import host_values
+from .device_value import DEVICE_TYPE, WebGpuValue
 from .ops import OPS, TABLE
 from .runtime import ConstCache, GpuTensor, Recorder, dead_after, is_gpu
 
@@ -40,6 +41,7 @@ class WebGpuExecutionProvider(ExecutionProvider):
     """WGSL compute kernels over WebGPU (wgpu-py natively, navigator.gpu in the page)."""
 
     name = "WebGpuExecutionProvider"
+    device_type = DEVICE_TYPE
     _available: Optional[bool] = None
     _lock = threading.Lock()
 
@@ -89,6 +91,20 @@ class WebGpuExecutionProvider(ExecutionProvider):
                 except Exception:
                     cls._available = False
             return cls._available
+
+    @classmethod
+    def to_device(cls, array: np.ndarray) -> WebGpuValue:
+        """A host array uploaded to the default WebGPU device (OrtValue.ortvalue_from_numpy
+        with device_type 'webgpu')."""
+        try:
+            device = _device.default_device()
+        except Exception as e:
+            raise EPFail("WebGpuExecutionProvider: no WebGPU adapter (%s)" % e) from e
+        try:
+            return WebGpuValue.upload(device, array)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument("a %s tensor cannot be kept on WebGPU: %s" % (
+                np.asarray(array).dtype, e)) from None
 
     @classmethod
     def refresh(cls) -> None:
@@ -171,6 +187,7 @@ class _Partition:
         local: Dict[str, Any] = {}
         try:
             gpu_names = self._record(rt, env, local)
+            kept = self._keep_on_device(rt, local, gpu_names)
             values = rt.read([local[n] for n in gpu_names]) if gpu_names else []
         except OnnxEdgeError:
             raise
@@ -178,7 +195,7 @@ class _Partition:
             raise self._failure(e) from e
         finally:
             rt.release()
-        self._export(env, local, gpu_names, values)
+        self._export(env, local, gpu_names, values, kept)
 
     async def run_async(self, env: Dict[str, Any]) -> None:
         """`run` awaiting the read-back (InferenceSession.run_async; the page's navigator.gpu)."""
@@ -186,6 +203,7 @@ class _Partition:
         local: Dict[str, Any] = {}
         try:
             gpu_names = self._record(rt, env, local)
+            kept = self._keep_on_device(rt, local, gpu_names)
             values = (await rt.read_async([local[n] for n in gpu_names])) if gpu_names else []
         except OnnxEdgeError:
             raise
@@ -193,7 +211,7 @@ class _Partition:
             raise self._failure(e) from e
         finally:
             rt.release()
-        self._export(env, local, gpu_names, values)
+        self._export(env, local, gpu_names, values, kept)
 
     def _record(self, rt: Recorder, env: Dict[str, Any], local: Dict[str, Any]) -> List[str]:
         """Record every node into rt; the exported values that live on the device."""
@@ -211,13 +229,25 @@ class _Partition:
         return EPFail("WebGpuExecutionProvider: running nodes %s failed: %s: %s" % (
             [n.name or n.op_type for n in self.nodes][:5], type(e).__name__, e))
 
+    def _keep_on_device(self, rt: Recorder, local: Dict[str, Any],
+                        gpu_names: List[str]) -> Dict[str, WebGpuValue]:
+        """The outputs this run keeps on the device (IOBinding bound them to 'webgpu'), taken
+        out of `gpu_names` (they are not read back); their buffers outlive the run."""
+        if not device_values.any_wanted():
+            return {}
+        kept = {name: WebGpuValue(self.device, rt.keep(local[name]), self.f16)
+                for name in gpu_names if device_values.wanted_device(name) == DEVICE_TYPE}
+        gpu_names[:] = [n for n in gpu_names if n not in kept]
+        return kept
+
     def _export(self, env: Dict[str, Any], local: Dict[str, Any], gpu_names: List[str],
-                values: List[np.ndarray]) -> None:
+                values: List[np.ndarray], kept: Dict[str, WebGpuValue]) -> None:
         for name in self.exported:
             if not is_gpu(local[name]):
                 env[name] = local[name]
         for name, value in zip(gpu_names, values):
             env[name] = value
+        env.update(kept)
         for name in self.free:
             env.pop(name, None)
 
@@ -225,8 +255,8 @@ class _Partition:
                      local: Dict[str, Any]) -> None:
         """A hosted node (host_values): its CPU kernel on host values."""
         node = compiled.node
-        scratch = {name: rt.host(local[name] if name in local else env[name])
-                   for name in node.inputs if name}
+        scratch = {name: rt.host(device_values.host_copy(
+            local[name] if name in local else env[name])) for name in node.inputs if name}
         executor.run_compiled([compiled], scratch, self.run_subgraph)
         for name in node.outputs:
             if name:
@@ -240,6 +270,9 @@ class _Partition:
                 ins.append(None)
                 continue
             value = local[name] if name in local else env[name]
+            if isinstance(value, WebGpuValue):
+                # kept on the device by an earlier run: read in place when it is ours
+                value = value.tensor if value.usable_by(self.device, self.f16) else value.numpy()
             if j in spec.host_inputs:
                 value = rt.host(value)
             elif not spec.raw and not is_gpu(value):

@@ -47,6 +47,50 @@ def is_gpu(value: Any) -> bool:
     return isinstance(value, GpuTensor)
 
 
+_STORAGE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32}
+
+
+def wgsl_type_of(dtype: Any, f16: bool) -> str:
+    """The WGSL element type that stores a logical dtype on the device (floats as f16 when
+    `f16`)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return "f16" if f16 else "f32"
+    if dtype in (np.int64, np.int32):
+        return "i32"
+    if dtype == np.bool_:
+        return "u32"
+    raise TypeError("the WebGPU provider stores no %s tensors" % dtype)
+
+
+def storage_dtype_of(dtype: Any, f16: bool) -> np.dtype:
+    """The numpy dtype of a logical dtype's device storage."""
+    return np.dtype(_STORAGE[wgsl_type_of(dtype, f16)])
+
+
+def from_storage(raw: np.ndarray, dtype: Any) -> np.ndarray:
+    """A read-back array (in its storage type) as the logical dtype."""
+    dtype = np.dtype(dtype)
+    if raw.dtype == dtype:
+        return raw
+    if dtype == np.bool_:
+        return raw != 0
+    return raw.astype(dtype)
+
+
+_INT_LIMIT = 2 ** 31
+
+
+def to_storage(array: np.ndarray, f16: bool) -> np.ndarray:
+    """A host array converted to its device storage type (int64 range-checked)."""
+    target = storage_dtype_of(array.dtype, f16)
+    if array.dtype == np.int64 and array.size:
+        lo, hi = int(array.min()), int(array.max())
+        if lo < -_INT_LIMIT or hi >= _INT_LIMIT:
+            raise ValueError("int64 values %d..%d do not fit the device's int32" % (lo, hi))
+    return np.ascontiguousarray(array, dtype=target)
+
+
 class Uniform:
     """Builds a uniform block matching a WGSL struct of 32-bit scalars then vec4 arrays."""
 
@@ -137,7 +181,6 @@ class ConstCache:
             self._items[(name, f16)] = (array, tensor)
 
 
-_INT_LIMIT = 2 ** 31
 
 
 def dead_after(nodes: Sequence[Any], keep: Sequence[str]) -> List[List[str]]:
@@ -185,19 +228,11 @@ class Recorder:
     # -- types
     def wgsl_type(self, dtype: Any) -> str:
         """The WGSL element type that stores a logical dtype on the device."""
-        dtype = np.dtype(dtype)
-        if dtype == np.float32:
-            return "f16" if self.f16 else "f32"
-        if dtype in (np.int64, np.int32):
-            return "i32"
-        if dtype == np.bool_:
-            return "u32"
-        raise TypeError("the WebGPU provider stores no %s tensors" % dtype)
+        return wgsl_type_of(dtype, self.f16)
 
     def storage_dtype(self, dtype: Any) -> np.dtype:
         """The numpy dtype of a logical dtype's device storage."""
-        return np.dtype({"f32": np.float32, "f16": np.float16, "i32": np.int32,
-                         "u32": np.uint32}[self.wgsl_type(dtype)])
+        return storage_dtype_of(dtype, self.f16)
 
     def enable(self) -> str:
         """The `enable f16;` directive when tensors are stored as f16, else empty."""
@@ -246,12 +281,7 @@ class Recorder:
 
     def to_storage(self, array: np.ndarray) -> np.ndarray:
         """A host array converted to its device storage type (int64 range-checked)."""
-        target = self.storage_dtype(array.dtype)
-        if array.dtype == np.int64 and array.size:
-            lo, hi = int(array.min()), int(array.max())
-            if lo < -_INT_LIMIT or hi >= _INT_LIMIT:
-                raise ValueError("int64 values %d..%d do not fit the device's int32" % (lo, hi))
-        return np.ascontiguousarray(array, dtype=target)
+        return to_storage(array, self.f16)
 
     def gpu(self, value: Any, const_name: Optional[str] = None) -> GpuTensor:
         """`value` on the device: GpuTensors as they are, host arrays uploaded; a constant
@@ -298,7 +328,7 @@ class Recorder:
     def read(self, tensors: Sequence[GpuTensor]) -> List[np.ndarray]:
         """Execute what is recorded (one submit), returning these tensors as host arrays."""
         raw = self.device.execute(self._take(tensors))
-        return [self._from_storage(r, t.dtype) for r, t in zip(raw, tensors)]
+        return [from_storage(r, t.dtype) for r, t in zip(raw, tensors)]
 
     async def read_async(self, tensors: Sequence[GpuTensor]) -> List[np.ndarray]:
         """`read` for `InferenceSession.run_async`: awaits the device's `execute_async` (the
@@ -307,7 +337,7 @@ class Recorder:
         if execute_async is None:
             return self.read(tensors)
         raw = await execute_async(self._take(tensors))
-        return [self._from_storage(r, t.dtype) for r, t in zip(raw, tensors)]
+        return [from_storage(r, t.dtype) for r, t in zip(raw, tensors)]
 
     def _take(self, tensors: Sequence[GpuTensor]) -> CommandList:
         """The recorded commands plus read-backs of `tensors`; recording starts afresh."""
@@ -317,13 +347,21 @@ class Recorder:
             cmds.read(t.buffer, t.shape, self.storage_dtype(t.dtype))
         return cmds
 
-    @staticmethod
-    def _from_storage(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        if raw.dtype == dtype:
-            return raw
-        if dtype == np.bool_:
-            return raw != 0
-        return raw.astype(dtype)
+    def keep(self, tensor: GpuTensor) -> GpuTensor:
+        """`tensor` in a buffer that outlives the run (for a value kept on the device after
+        it: the caller owns the buffer and gives it back to the device's pool). A temporary
+        of this run is handed over as it is; anything else (a cached constant, a buffer kept
+        from an earlier run, one already handed over) is first copied into a new one."""
+        buf = tensor.buffer
+        if buf.id not in self._temp_ids:
+            copy = self.new(tensor.shape, tensor.dtype)
+            nbytes = -(-tensor.size * self.storage_dtype(tensor.dtype).itemsize // 4) * 4
+            if nbytes:
+                self.cmds.copy(buf, 0, copy.buffer, 0, nbytes)
+            tensor, buf = copy, copy.buffer
+        self._temp_ids.discard(buf.id)
+        self._temps = [b for b in self._temps if b.id != buf.id]
+        return tensor
 
     def release(self) -> None:
         """Give every temporary buffer of this run back to the pool."""
@@ -335,4 +373,5 @@ class Recorder:
 
 
 __all__ = ["GpuTensor", "Uniform", "Recorder", "ConstCache", "dead_after", "grid", "strides_of",
-           "broadcast_strides", "is_gpu", "MAX_RANK"]
+           "broadcast_strides", "is_gpu", "MAX_RANK", "wgsl_type_of", "storage_dtype_of",
+           "to_storage", "from_storage"]
