@@ -1,5 +1,6 @@
 // Elementwise binary op family with numpy broadcasting: y = EXPR(a, b), strides as uniforms.
 {{ENABLE}}
+//#include "common/coords.wgsl"
 struct U { n: u32, rank: u32, p0: u32, p1: u32,
            shape: array<vec4<u32>, 2>, sa: array<vec4<u32>, 2>, sb: array<vec4<u32>, 2> }
 @group(0) @binding(0) var<storage, read> as_: array<{{TA}}>;
@@ -26,16 +27,9 @@ fn fmod_(a: f32, b: f32) -> f32 {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = gid.x + gid.y * nwg.x * 256u;
   if (i >= u.n) { return; }
-  var rem = i;
-  var ia = 0u;
-  var ib = 0u;
-  for (var k = i32(u.rank) - 1; k >= 0; k = k - 1) {
-    let d = u.shape[k / 4][k % 4];
-    let c = rem % d;
-    rem = rem / d;
-    ia = ia + c * u.sa[k / 4][k % 4];
-    ib = ib + c * u.sb[k / 4][k % 4];
-  }
+  let c = coords_of(i, u.rank, u.shape);
+  let ia = offset_of(c, u.rank, u.sa);
+  let ib = offset_of(c, u.rank, u.sb);
   let ar = as_[ia];
   let br = bs[ib];
   let a = f32(ar);

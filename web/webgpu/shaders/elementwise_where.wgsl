@@ -1,5 +1,6 @@
 // Where(cond, x, y) with numpy broadcasting of all three inputs.
 {{ENABLE}}
+//#include "common/coords.wgsl"
 struct U { n: u32, rank: u32, p0: u32, p1: u32, shape: array<vec4<u32>, 2>,
            sc: array<vec4<u32>, 2>, sx: array<vec4<u32>, 2>, sy: array<vec4<u32>, 2> }
 @group(0) @binding(0) var<storage, read> cs: array<u32>;
@@ -12,17 +13,9 @@ struct U { n: u32, rank: u32, p0: u32, p1: u32, shape: array<vec4<u32>, 2>,
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = gid.x + gid.y * nwg.x * 256u;
   if (i >= u.n) { return; }
-  var rem = i;
-  var ic = 0u;
-  var ix = 0u;
-  var iy = 0u;
-  for (var k = i32(u.rank) - 1; k >= 0; k = k - 1) {
-    let d = u.shape[k / 4][k % 4];
-    let c = rem % d;
-    rem = rem / d;
-    ic = ic + c * u.sc[k / 4][k % 4];
-    ix = ix + c * u.sx[k / 4][k % 4];
-    iy = iy + c * u.sy[k / 4][k % 4];
-  }
+  let c = coords_of(i, u.rank, u.shape);
+  let ic = offset_of(c, u.rank, u.sc);
+  let ix = offset_of(c, u.rank, u.sx);
+  let iy = offset_of(c, u.rank, u.sy);
   out[i] = select(ys[iy], xs[ix], cs[ic] != 0u);
 }

@@ -1,6 +1,7 @@
 // Pad (constant / reflect / edge): output coordinate c reads input coordinate c - begin,
 // mapped back into range by MODE.
 {{ENABLE}}
+//#include "common/coords.wgsl"
 struct U { n: u32, rank: u32, value: f32, p0: u32,
            shape: array<vec4<u32>, 2>, ishape: array<vec4<i32>, 2>,
            begin: array<vec4<i32>, 2>, istride: array<vec4<u32>, 2> }
@@ -12,13 +13,11 @@ struct U { n: u32, rank: u32, value: f32, p0: u32,
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = gid.x + gid.y * nwg.x * 256u;
   if (i >= u.n) { return; }
-  var rem = i;
+  let cs = coords_of(i, u.rank, u.shape);
   var src = 0u;
   var inside = true;
   for (var k = i32(u.rank) - 1; k >= 0; k = k - 1) {
-    let d = u.shape[k / 4][k % 4];
-    let c = i32(rem % d);
-    rem = rem / d;
+    let c = i32(cs[k / 4][k % 4]);
     let n = u.ishape[k / 4][k % 4];
     var x = c - u.begin[k / 4][k % 4];
     if (x < 0 || x >= n) {

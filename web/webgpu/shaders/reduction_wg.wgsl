@@ -2,6 +2,7 @@
 // the reduced coordinates (INIT / STEP as in reduction.wgsl), the partial results meet in a
 // workgroup-memory tree (COMBINE of a and b), and thread 0 applies FINISH and writes.
 {{ENABLE}}
+//#include "common/coords.wgsl"
 struct U { n: u32, krank: u32, rrank: u32, count: u32,
            kshape: array<vec4<u32>, 2>, kstride: array<vec4<u32>, 2>,
            rshape: array<vec4<u32>, 2>, rstride: array<vec4<u32>, 2> }
@@ -22,22 +23,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
   let i = wg.x + wg.y * nwg.x;
   if (i >= u.n) { return; }
   let lid = lid3.x;
-  var rem = i;
-  var base = 0u;
-  for (var k = i32(u.krank) - 1; k >= 0; k = k - 1) {
-    let d = u.kshape[k / 4][k % 4];
-    base = base + (rem % d) * u.kstride[k / 4][k % 4];
-    rem = rem / d;
-  }
+  let base = strided_offset(i, u.krank, u.kshape, u.kstride);
   var acc = {{INIT}};
   for (var r = lid; r < u.count; r = r + WG) {
-    var rr = r;
-    var off = base;
-    for (var k = i32(u.rrank) - 1; k >= 0; k = k - 1) {
-      let d = u.rshape[k / 4][k % 4];
-      off = off + (rr % d) * u.rstride[k / 4][k % 4];
-      rr = rr / d;
-    }
+    let off = base + strided_offset(r, u.rrank, u.rshape, u.rstride);
     let v = f32(X[off]);
     {{STEP}}
   }
