@@ -97,3 +97,40 @@ def test_blocking_run_with_webgpu_in_page_names_run_async(pyodide_page, js_devic
         "    r = str(e)\n"
         "r" % (model_url, GPU, feeds_url))
     assert "run_async" in msg
+
+
+def _ocr_classifier_like() -> Any:
+    """An OCR direction classifier's shape: Conv features, then a Reshape whose target a
+    Shape→Cast→Slice→Concat chain computes (every dim symbolic), a MatMul head and Softmax."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    mk = helper.make_node
+    inits = {"w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+             "head": rng.standard_normal((8 * 6 * 16, 2)).astype(np.float32) * 0.05,
+             "zero": np.array([0], np.int64), "one": np.array([1], np.int64),
+             "minus1": np.array([-1], np.int64)}
+    nodes = [mk("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), mk("Relu", ["c"], ["r"]),
+             mk("Shape", ["r"], ["s"]), mk("Cast", ["s"], ["s32"], to=TensorProto.INT32),
+             mk("Cast", ["s32"], ["s64"], to=TensorProto.INT64),
+             mk("Slice", ["s64", "zero", "one"], ["n"]),
+             mk("Concat", ["n", "minus1"], ["target"], axis=0),
+             mk("Reshape", ["r", "target"], ["flat"]), mk("MatMul", ["flat", "head"], ["logits"]),
+             mk("Softmax", ["logits"], ["probs"], axis=-1)]
+    g = helper.make_graph(
+        nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_shape_computing_chain_runs_through_run_async_in_page(pyodide_page, js_device):
+    """Issue #20: no node needs a GPU value on the host mid-step, so run_async works."""
+    proto = _ocr_classifier_like()
+    feeds = {"x": np.random.default_rng(6).standard_normal((2, 3, 6, 16)).astype(np.float32)}
+    got = pyodide_page.run_json("await run_model(%r, %r, %r, %d, %r)" % (
+        pyodide_page.put_oxe("ocr_cls", proto), pyodide_page.put_arrays("ocr_cls_feeds", feeds),
+        [GPU, "CPUExecutionProvider"], 2, None))
+    assert all(prov == GPU for _, prov in got["partition"]), got["partition"]
+    want = onnxruntime.InferenceSession(proto.SerializeToString(),
+                                        providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(_decode(got["outputs"]["probs"]), want, rtol=1e-3, atol=1e-5)
