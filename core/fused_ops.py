@@ -135,19 +135,22 @@ def apply_activation(name: Any, y: np.ndarray, act_params: Optional[Sequence[flo
         return y
     if not y.flags.writeable:
         y = y.copy()
-    p = params(name, act_params)
     t = y.dtype.type
     if name == "Relu":
         np.maximum(y, t(0), out=y)
-    elif name == "Tanh":
+        return y
+    if name == "Tanh":
         np.tanh(y, out=y)
-    elif name == "Sigmoid":
+        return y
+    if name == "Sigmoid":
         with np.errstate(over="ignore"):   # exp(-y) overflows to inf for very negative y: 1/inf
             np.negative(y, out=y)
             np.exp(y, out=y)
             y += t(1)
             np.reciprocal(y, out=y)
-    elif name == "LeakyRelu":
+        return y
+    p = params(name, act_params)
+    if name == "LeakyRelu":
         np.copyto(y, y * t(p[0]), where=y < 0)
     elif name == "Clip":
         np.clip(y, t(p[0]), t(p[1]), out=y)

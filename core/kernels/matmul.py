@@ -64,7 +64,8 @@ def _gemm(a: np.ndarray, b: np.ndarray, c: Optional[np.ndarray], alpha: float, b
     if alpha != 1.0:
         y *= alpha
     if c is not None and beta != 0.0:
-        if c.ndim > 2 or any(dc not in (1, dy) for dc, dy in zip(c.shape[::-1], y.shape[::-1])):
+        if c.shape != y.shape[y.ndim - c.ndim:] and (c.ndim > 2 or any(
+                dc not in (1, dy) for dc, dy in zip(c.shape[::-1], y.shape[::-1]))):
             raise InvalidArgument("Gemm: C of shape %s does not broadcast to the output shape %s"
                                   % (tuple(c.shape), y.shape))
         if beta == 1.0:

@@ -311,10 +311,16 @@ def lp_norm(X: np.ndarray, axis: int = -1, p: int = 2) -> np.ndarray:
 # ---------------------------------------------------------------------------- softmax family
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    with np.errstate(invalid="ignore"):   # a row of -inf gives NaN, as in onnxruntime, silently
-        e = np.subtract(x, np.max(x, axis=axis, keepdims=True))
+    m = x.max(axis=axis, keepdims=True)
+    if np.isfinite(m).all():   # x - m is then never inf - inf, and every row sums to >= 1
+        e = np.subtract(x, m)
         np.exp(e, out=e)
-        e /= np.sum(e, axis=axis, keepdims=True)
+        e /= e.sum(axis=axis, keepdims=True)
+        return e
+    with np.errstate(invalid="ignore"):   # a row of -inf gives NaN, as in onnxruntime, silently
+        e = np.subtract(x, m)
+        np.exp(e, out=e)
+        e /= e.sum(axis=axis, keepdims=True)
     return e
 
 
