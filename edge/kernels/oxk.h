@@ -126,4 +126,42 @@ void oxk_aligned_free(void* p);
 enum { OXK_SCRATCH_PACK_A = 0, OXK_SCRATCH_PACK_B = 1, OXK_SCRATCH_PAD = 2, OXK_SCRATCH_PANELS = 3 };
 void* oxk_scratch(int slot, size_t bytes);
 
+/* ---- Layouts and programs (issue #16). ---------------------------------------------------------
+ * oxk_layout: every public struct's size and each field's name, offset, size and kind ('i' int32,
+ * 'f' float32, 'p' pointer, 'z' size_t; an array field has size = count * element size). A struct's
+ * own row has field "" and its size; rows of one struct follow it. Bindings build or check their
+ * struct declarations from it, so oxk.h states each layout once. */
+typedef struct { const char* type; const char* field; int offset; int size; int kind; } oxk_field;
+OXK_API const oxk_field* oxk_layout(int* count);
+
+/* A program: instructions run in order by one oxk_program_run call. Each instruction names its
+ * buffers by slot (index into `slots`, -1 for none): a program input, a program output, a byte
+ * offset in the caller's arena, or a constant the program points to. Returns 0 or the first
+ * non-zero kernel code (the failing instruction's index is not reported; programs are checked when
+ * compiled). */
+enum { OXK_SLOT_INPUT = 0, OXK_SLOT_OUTPUT = 1, OXK_SLOT_ARENA = 2, OXK_SLOT_CONST = 3 };
+enum { OXK_OP_SGEMM = 1, OXK_OP_CONV2D = 2, OXK_OP_POOL2D = 3, OXK_OP_GLOBAL_POOL = 4, OXK_OP_ACT = 5,
+       OXK_OP_BINARY = 6, OXK_OP_SOFTMAX = 7, OXK_OP_LOGSOFTMAX = 8, OXK_OP_COPY = 9 };
+enum { OXK_BIN_ADD = 0, OXK_BIN_SUB = 1, OXK_BIN_MUL = 2, OXK_BIN_DIV = 3 };
+typedef struct { int kind, index; size_t offset; const void* data; } oxk_slot;
+/* n: SGEMM M, CONV2D batch, POOL2D/GLOBAL_POOL N*C, ACT/COPY element count, SOFTMAX rows.
+ * args: SGEMM oxk_gemm_args, CONV2D oxk_conv_plan, POOL2D oxk_pool_plan, GLOBAL_POOL
+ * oxk_global_pool_args, ACT oxk_epilogue, BINARY oxk_binary_args, SOFTMAX/LOGSOFTMAX
+ * oxk_softmax_args, COPY none. slot: inputs a, b (b: SGEMM's B when the plan has no packB, BINARY's
+ * second operand) and the output. */
+typedef struct { int op, n; const void* args; int slot[3]; } oxk_instr;
+/* batch GEMMs of one plan; operand b (when used) and the others advance by their strides (floats). */
+typedef struct { const oxk_sgemm_plan* plan; int batch, stride_a, stride_b, stride_c; } oxk_gemm_args;
+typedef struct { int kind, hw; } oxk_global_pool_args;
+/* y[i,j,k] = a[i*sa0 + j*sa1 + k*sa2] op b[i*sb0 + j*sb1 + k*sb2] over dims d0 x d1 x d2 (a stride
+ * of 0 broadcasts that operand along the axis); y is contiguous. */
+typedef struct { int op, d0, d1, d2, sa0, sa1, sa2, sb0, sb1, sb2; } oxk_binary_args;
+typedef struct { int cols; } oxk_softmax_args;
+typedef struct { int n_instr, n_slots; const oxk_instr* instr; const oxk_slot* slots; } oxk_program;
+OXK_API int oxk_program_run(const oxk_program* p, void* const* inputs, void* const* outputs, void* arena);
+/* The program ops on their own (tests; Python's numpy-free paths). */
+OXK_API int oxk_binary(const oxk_binary_args* a, const float* x, const float* y, float* out);
+OXK_API int oxk_softmax(const float* x, int rows, int cols, int log, float* y);
+OXK_API int oxk_act(const float* x, int n, int act, float p0, float p1, float* y);
+
 #endif /* OXK_H */

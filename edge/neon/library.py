@@ -11,7 +11,7 @@ import ctypes
 import os
 import platform
 import threading
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -64,21 +64,82 @@ _SIGS = {
 }
 
 
-class _SgemmPlan(ctypes.Structure):
-    _fields_ = [("transA", _c_int), ("transB", _c_int), ("N", _c_int), ("K", _c_int),
-                ("alpha", _c_float), ("beta", _c_float), ("packA", _ptr), ("packB", _ptr), ("bias", _ptr),
-                ("bias_kind", _c_int), ("act", _c_int), ("p0", _c_float), ("p1", _c_float)]
+class _Field(ctypes.Structure):
+    """oxk_field, the one layout this binding states itself: it reads every other one from
+    oxk_layout() (and checks this one against the table's own row)."""
+    _fields_ = [("type", ctypes.c_char_p), ("field", ctypes.c_char_p), ("offset", _c_int),
+                ("size", _c_int), ("kind", _c_int)]
 
 
-class _ConvPlan(ctypes.Structure):
-    _fields_ = [(n, _c_int) for n in ("C", "H", "W", "Cout", "kh", "kw", "group", "sh", "sw", "dh", "dw",
-                                      "pt", "pl", "pb", "pr", "OH", "OW", "act", "path")] + \
-        [("p0", _c_float), ("p1", _c_float), ("weight", _ptr), ("packW", _ptr), ("bias", _ptr)]
+# A struct's layout as oxk_layout() states it: (size, [(field, offset, size, kind letter), ...]).
+Layout = Tuple[int, List[Tuple[str, int, int, str]]]
+_SIZED = {"i": {4: ctypes.c_int32}, "f": {4: ctypes.c_float}, "p": {ctypes.sizeof(_ptr): _ptr},
+          "z": {4: ctypes.c_uint32, 8: ctypes.c_uint64}}
 
 
-class _PoolPlan(ctypes.Structure):
-    _fields_ = [(n, _c_int) for n in ("H", "W", "kind", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "pb",
-                                      "pr", "count_include_pad", "OH", "OW")]
+def read_layout(clib: Any) -> Dict[str, Layout]:
+    """{struct name: layout} from a loaded library's oxk_layout()."""
+    fn = clib.oxk_layout
+    fn.restype, fn.argtypes = ctypes.POINTER(_Field), [ctypes.POINTER(_c_int)]
+    count = _c_int(0)
+    rows = fn(ctypes.byref(count))
+    table: Dict[str, Layout] = {}
+    for i in range(count.value):
+        r = rows[i]
+        name, field, kind = r.type.decode(), r.field.decode(), chr(r.kind)
+        if not field:
+            table[name] = (int(r.size), [])
+        else:
+            table[name][1].append((field, int(r.offset), int(r.size), kind))
+    return table
+
+
+def _ctype(struct: str, field: str, size: int, kind: str) -> Any:
+    """The ctypes type of one field: its kind's element, an array when the size holds several."""
+    for elem_size, elem in _SIZED.get(kind, {}).items():
+        if size == elem_size:
+            return elem
+        if size % elem_size == 0 and kind in "if":
+            return elem * (size // elem_size)
+    raise Fail("kernel library layout: %s.%s has kind %r and %d bytes, which this binding has no "
+               "ctypes type for" % (struct, field, kind, size))
+
+
+def check_structure(cls: Any, name: str, table: Dict[str, Layout]) -> None:
+    """Fail (naming the struct and the field) unless ctypes Structure `cls` has exactly the
+    layout the library states for `name`: the same fields, in order, at the same offsets and sizes,
+    and the same total size."""
+    if name not in table:
+        raise Fail("kernel library layout: the library states no struct %s (it has %s)"
+                   % (name, ", ".join(sorted(table))))
+    size, fields = table[name]
+    mine = [(f[0], getattr(cls, f[0]).offset, getattr(cls, f[0]).size) for f in cls._fields_]
+    for i, (field, off, fsize, _) in enumerate(fields):
+        if i >= len(mine) or mine[i][0] != field:
+            raise Fail("kernel library layout: %s field %d is %r in the library but %r in the binding"
+                       % (name, i, field, mine[i][0] if i < len(mine) else None))
+        if (mine[i][1], mine[i][2]) != (off, fsize):
+            raise Fail("kernel library layout: %s.%s is at offset %d (%d bytes) in the library but at "
+                       "%d (%d bytes) in the binding" % (name, field, off, fsize, mine[i][1], mine[i][2]))
+    if len(mine) != len(fields):
+        raise Fail("kernel library layout: %s has %d fields in the library but %d in the binding "
+                   "(extra: %s)" % (name, len(fields), len(mine), [m[0] for m in mine[len(fields):]]))
+    if ctypes.sizeof(cls) != size:
+        raise Fail("kernel library layout: %s is %d bytes in the library but %d in the binding"
+                   % (name, size, ctypes.sizeof(cls)))
+
+
+def structures(table: Dict[str, Layout]) -> Dict[str, Any]:
+    """A ctypes Structure class per struct of the table, built from it (so oxk.h is the only place
+    a layout is written) and checked against it (a compiler that pads differently is refused)."""
+    check_structure(_Field, "oxk_field", table)
+    out: Dict[str, Any] = {}
+    for name, (_, fields) in table.items():
+        cls = type(name, (ctypes.Structure,), {"_fields_": [
+            (f, _ctype(name, f, size, kind)) for f, _, size, kind in fields]})
+        check_structure(cls, name, table)
+        out[name] = cls
+    return out
 
 
 _char_from_buffer = ctypes.c_char.from_buffer
@@ -146,6 +207,8 @@ class KernelLibrary:
             fn = getattr(self._lib, name)
             fn.restype, fn.argtypes = res, args
         self.path = path
+        self.layout = read_layout(self._lib)
+        self.structs = structures(self.layout)
         self.backend = self._lib.oxk_backend().decode()
         self.version = self._lib.oxk_version()
 
@@ -283,8 +346,9 @@ class KernelLibrary:
             bias = np.ascontiguousarray(bias, np.float32)
             if bias.size != n:
                 raise InvalidArgument("sgemm plan: bias has %d values, expected %d" % (bias.size, n))
-        st = _SgemmPlan(int(trans_a), int(trans_b), int(n), int(k), float(alpha), 0.0, None,
-                        _p(packed_b), _p(bias), BIAS_NONE if bias is None else BIAS_COL, ACT[act], p0, p1)
+        st = self.structs["oxk_sgemm_plan"](
+            int(trans_a), int(trans_b), int(n), int(k), float(alpha), 0.0, None,
+            _p(packed_b), _p(bias), BIAS_NONE if bias is None else BIAS_COL, ACT[act], p0, p1)
         return Plan(self, "oxk_sgemm_run", st, [packed_b, bias])
 
     def conv_plan(self, x_shape: Sequence[int], w: np.ndarray, bias: Optional[np.ndarray], group: int,
@@ -299,18 +363,20 @@ class KernelLibrary:
         if ci * group != C:
             raise InvalidArgument("conv2d: X has %d channels, W expects %d x group %d" % (C, ci, group))
         p0, p1 = _act_params(act, act_params)
-        st = _ConvPlan(C, H, W, co, kh, kw, group, int(strides[0]), int(strides[1]), int(dilations[0]),
-                       int(dilations[1]), *[int(p) for p in pads], int(out_hw[0]), int(out_hw[1]), ACT[act],
-                       CONV_PATHS[path], p0, p1, _p(w), _p(packed_w), _p(bias))
+        st = self.structs["oxk_conv_plan"](
+            C, H, W, co, kh, kw, group, int(strides[0]), int(strides[1]), int(dilations[0]),
+            int(dilations[1]), *[int(p) for p in pads], int(out_hw[0]), int(out_hw[1]), ACT[act],
+            CONV_PATHS[path], p0, p1, _p(w), _p(packed_w), _p(bias))
         return Plan(self, "oxk_conv2d_run", st, [w, packed_w, bias])
 
     def pool_plan(self, x_shape: Sequence[int], kind: str, kernel: Sequence[int], strides: Sequence[int],
                   dilations: Sequence[int], pads: Sequence[int], out_hw: Sequence[int],
                   count_include_pad: bool = False) -> Plan:
         """oxk_pool2d_run's plan for (N, C, H, W) = x_shape inputs; pads = (t, l, b, r)."""
-        st = _PoolPlan(int(x_shape[2]), int(x_shape[3]), {"max": 0, "avg": 1}[kind], int(kernel[0]),
-                       int(kernel[1]), int(strides[0]), int(strides[1]), int(dilations[0]), int(dilations[1]),
-                       *[int(p) for p in pads], int(count_include_pad), int(out_hw[0]), int(out_hw[1]))
+        st = self.structs["oxk_pool_plan"](
+            int(x_shape[2]), int(x_shape[3]), {"max": 0, "avg": 1}[kind], int(kernel[0]),
+            int(kernel[1]), int(strides[0]), int(strides[1]), int(dilations[0]), int(dilations[1]),
+            *[int(p) for p in pads], int(count_include_pad), int(out_hw[0]), int(out_hw[1]))
         return Plan(self, "oxk_pool2d_run", st, [])
 
     # ---------------------------------------------------------------- pools
@@ -401,6 +467,6 @@ def load(variant: str = "", path: Optional[str] = None) -> KernelLibrary:
         return lib
 
 
-__all__ = ["KernelLibrary", "Plan", "data_address", "load", "library_path", "machine_arch", "ACT",
+__all__ = ["KernelLibrary", "Plan", "check_structure", "data_address", "load", "read_layout", "structures", "library_path", "machine_arch", "ACT",
            "BIAS_NONE", "BIAS_ROW",
            "BIAS_COL", "CONV_PATHS"]
