@@ -28,7 +28,8 @@ from typing import List, Optional
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIBDIR = os.path.join(os.path.dirname(HERE), "neon", "lib")
 BUILD = os.path.join(HERE, "build")
-SOURCES = ["common.c", "threadpool.c", "matmul.c", "conv.c", "pool.c", "matmul_int8.c", "ref.c", "layout.c"]
+SOURCES = ["common.c", "threadpool.c", "matmul.c", "conv.c", "pool.c", "matmul_int8.c", "ref.c", "layout.c",
+           "elementwise.c", "normalization.c", "program.c"]
 HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "matmul_int8_impl.h"]
 COMMON = ["-O3", "-std=c99", "-D_GNU_SOURCE", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
           "-Wno-unused-parameter", "-Werror"]

@@ -61,7 +61,16 @@ _SIGS = {
     "oxk_ref_pool2d": (_c_int, [_ptr] + [_c_int] * 15 + [_ptr, _c_int, _c_int]),
     "oxk_ref_qgemm": (_c_int, [_c_int, _c_int, _c_int, _ptr, _c_int, _ptr, _c_int, _ptr, _c_int,
                                _ptr, _c_int, _ptr]),
+    "oxk_program_run": (_c_int, [_ptr, _ptr, _ptr, _ptr]),
+    "oxk_binary": (_c_int, [_ptr, _ptr, _ptr, _ptr]),
+    "oxk_softmax": (_c_int, [_ptr, _c_int, _c_int, _c_int, _ptr]),
+    "oxk_act": (_c_int, [_ptr, _c_int, _c_int, _c_float, _c_float, _ptr]),
 }
+# Program opcodes, slot kinds and binary ops (oxk.h OXK_OP_*, OXK_SLOT_*, OXK_BIN_*).
+OP_SGEMM, OP_CONV2D, OP_POOL2D, OP_GLOBAL_POOL, OP_ACT, OP_BINARY, OP_SOFTMAX, OP_LOGSOFTMAX, OP_COPY = \
+    range(1, 10)
+SLOT_INPUT, SLOT_OUTPUT, SLOT_ARENA, SLOT_CONST = range(4)
+BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3}
 
 
 class _Field(ctypes.Structure):
@@ -405,6 +414,38 @@ class KernelLibrary:
                     "global pool %s %s" % (kind, x.shape))
         return y
 
+    # ---------------------------------------------------------------- program ops
+    def act(self, x: np.ndarray, act: str, act_params: Sequence[float] = ()) -> np.ndarray:
+        """act(x) elementwise (an OXK_ACT_* activation) as a new array of x's shape."""
+        x = _f32("X", x)
+        p0, p1 = _act_params(act, act_params)
+        y = np.empty_like(x)
+        self._check(self._lib.oxk_act(_p(x), x.size, ACT[act], p0, p1, _p(y)), "act %s" % act)
+        return y
+
+    def binary(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a op b (Add/Sub/Mul/Div) with numpy broadcasting, when the broadcast folds into
+        oxk_binary's three axes (InvalidArgument otherwise)."""
+        a, b = _f32("A", a), _f32("B", b)
+        shape = np.broadcast(a, b).shape
+        folded = fold_broadcast(a.shape, b.shape, shape)
+        if folded is None:
+            raise InvalidArgument("binary %s: shapes %s and %s broadcast over more than 3 axes"
+                                  % (op, a.shape, b.shape))
+        st = self.structs["oxk_binary_args"](BINARY_OPS[op], *folded)
+        y = np.empty(shape, np.float32)
+        self._check(self._lib.oxk_binary(ctypes.addressof(st), _p(a), _p(b), _p(y)), "binary %s" % op)
+        return y
+
+    def softmax(self, x: np.ndarray, log: bool = False) -> np.ndarray:
+        """Softmax (LogSoftmax when `log`) over the last axis."""
+        x = _f32("X", x)
+        cols = x.shape[-1] if x.ndim else 1
+        y = np.empty_like(x)
+        rows = x.size // cols if cols else 0
+        self._check(self._lib.oxk_softmax(_p(x), rows, cols, int(log), _p(y)), "softmax")
+        return y
+
     # ---------------------------------------------------------------- int8
     def qpack_b(self, b: np.ndarray) -> np.ndarray:
         """Pack an int8/uint8 B (K x N) once: column sums + K-contiguous columns."""
@@ -440,6 +481,39 @@ class KernelLibrary:
         return y
 
 
+def fold_broadcast(a: Sequence[int], b: Sequence[int], out: Sequence[int]
+                   ) -> Optional[Tuple[int, ...]]:
+    """oxk_binary_args' (d0, d1, d2, sa0, sa1, sa2, sb0, sb1, sb2) for a op b -> out under numpy
+    broadcasting: the output's axes folded into at most 3 runs along which each operand is either
+    read or repeated (stride 0); None when more runs are needed."""
+    rank = len(out)
+    a = [1] * (rank - len(a)) + [int(d) for d in a]
+    b = [1] * (rank - len(b)) + [int(d) for d in b]
+    runs: List[List[int]] = []   # [size, a present, b present]
+    for d, da, db in zip(out, a, b):
+        d = int(d)
+        if d == 1:
+            continue
+        key = [int(da == d), int(db == d)]
+        if runs and runs[-1][1:] == key:
+            runs[-1][0] *= d
+        else:
+            runs.append([d] + key)
+    if len(runs) > 3:
+        return None
+    runs = [[1, 0, 0]] * (3 - len(runs)) + runs
+    dims = [r[0] for r in runs]
+    strides = []
+    for col in (1, 2):
+        st, acc = [0, 0, 0], 1
+        for i in (2, 1, 0):
+            if runs[i][col]:
+                st[i] = acc
+                acc *= dims[i]
+        strides += st
+    return tuple(dims) + tuple(strides)
+
+
 def _i8(name: str, a: np.ndarray) -> np.ndarray:
     if not isinstance(a, np.ndarray) or a.dtype not in (np.int8, np.uint8) or a.ndim != 2:
         raise InvalidArgument("%s must be a 2-D int8 or uint8 array, got %s %s"
@@ -468,5 +542,5 @@ def load(variant: str = "", path: Optional[str] = None) -> KernelLibrary:
 
 
 __all__ = ["KernelLibrary", "Plan", "check_structure", "data_address", "load", "read_layout", "structures", "library_path", "machine_arch", "ACT",
-           "BIAS_NONE", "BIAS_ROW",
+           "BIAS_NONE", "BIAS_ROW", "BINARY_OPS", "fold_broadcast",
            "BIAS_COL", "CONV_PATHS"]
