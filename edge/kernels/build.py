@@ -1,8 +1,9 @@
 """Builds onnxedge's C kernel library for every target and prints each compiler command.
 
 Targets (default: all whose compiler is installed; `--targets` picks some):
-  host      this machine's build (x86_64: SSE2, plus AVX2/FMA code when the CPU has them;
-            aarch64: NEON) -> edge/neon/lib/<arch>/libonnxedge_kernels.so
+  host      this machine's build (x86_64: baseline SSE2, plus AVX2+FMA and AVX-512F SGEMM cores
+            chosen at load, OXK_ISA=sse2|avx2|avx512 caps the choice; aarch64: NEON)
+            -> edge/neon/lib/<arch>/libonnxedge_kernels.so
   generic   plain C vector backend (OXK_FORCE_GENERIC) -> .../libonnxedge_kernels_generic.so
   aarch64   cross build, aarch64-linux-gnu-gcc -march=armv8-a -mtune=cortex-a72, with an
             armv8.2-a+dotprod int8 loop chosen at run time -> edge/neon/lib/aarch64/
@@ -30,7 +31,9 @@ LIBDIR = os.path.join(os.path.dirname(HERE), "neon", "lib")
 BUILD = os.path.join(HERE, "build")
 SOURCES = ["common.c", "threadpool.c", "matmul.c", "conv.c", "pool.c", "matmul_int8.c", "ref.c", "layout.c",
            "elementwise.c", "normalization.c", "program.c"]
-HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "matmul_int8_impl.h"]
+HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "matmul_int8_impl.h", "gemm_isa.h", "matmul_x86_impl.h"]
+# x86-64 SGEMM cores, each compiled with its own ISA flags and chosen at load (gemm_isa.h)
+X86_CORES = [["matmul_avx2.c", "-mavx2", "-mfma"], ["matmul_avx512.c", "-mavx512f", "-mavx2", "-mfma"]]
 COMMON = ["-O3", "-std=c99", "-D_GNU_SOURCE", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
           "-Wno-unused-parameter", "-Werror"]
 LIBNAME = "libonnxedge_kernels"
@@ -46,17 +49,6 @@ def host_arch() -> str:
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
 
 
-def _cpu_flags() -> List[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return line.split(":", 1)[1].split()
-    except OSError:
-        pass
-    return []
-
-
 def _run(cmd: List[str]) -> None:
     print("  " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
@@ -66,7 +58,8 @@ def _stale(out: str, extra: List[str]) -> bool:
     if not os.path.exists(out):
         return True
     t = os.path.getmtime(out)
-    deps = [os.path.join(HERE, s) for s in SOURCES + HEADERS + ["matmul_int8_dotprod.c"]]
+    deps = [os.path.join(HERE, s) for s in SOURCES + HEADERS + ["matmul_int8_dotprod.c"]
+            + [c[0] for c in X86_CORES]]
     deps += [__file__] + extra
     return any(os.path.getmtime(d) > t for d in deps if os.path.exists(d))
 
@@ -95,16 +88,19 @@ def _link(cc: str, flags: List[str], out: str, objdir: str, force: bool,
 
 
 def build_host(force: bool) -> str:
-    """This machine's library with the best vector backend its CPU has."""
+    """This machine's library. x86_64: baseline ISA (SSE2, runs on any x86-64 CPU) plus the AVX2+FMA
+    and AVX-512F SGEMM cores in their own objects, one chosen at load; aarch64: NEON."""
     arch = host_arch()
     flags: List[str] = []
-    if arch == "x86_64" and {"avx2", "fma"} <= set(_cpu_flags()):
-        flags = ["-mavx2", "-mfma"]
+    extra: List[List[str]] = []
+    if arch == "x86_64":
+        extra = X86_CORES
     elif arch == "aarch64":
         flags = ["-march=armv8-a", "-mtune=cortex-a72"]
-    print("[build] host %s library (%s)" % (arch, " ".join(flags) or "baseline ISA"))
+    print("[build] host %s library (%s%s)" % (arch, " ".join(flags) or "baseline ISA",
+                                              ", AVX2/AVX-512 SGEMM chosen at load" if extra else ""))
     return _link("gcc", flags, os.path.join(LIBDIR, arch, LIBNAME + ".so"),
-                 os.path.join(BUILD, "host"), force)
+                 os.path.join(BUILD, "host"), force, extra)
 
 
 def build_generic(force: bool) -> str:

@@ -2,10 +2,18 @@
  * buffers shared by the kernels. */
 #include "oxk.h"
 #include "vec.h"
+#include "gemm_isa.h"
 
 int oxk_version(void) { return 1; }
 
-const char* oxk_backend(void) { return VEC_BACKEND; }
+/* The vector backend; on x86-64 the SGEMM core chosen at load ("sse2", "avx2+fma", "avx512f"). */
+const char* oxk_backend(void) {
+#if defined(OXK_X86_GEMM)
+    return oxk_sgemm_isa_name();
+#else
+    return VEC_BACKEND;
+#endif
+}
 
 float oxk_act_scalar(float v, int act, float p0, float p1) {
     switch (act) {

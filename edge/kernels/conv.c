@@ -7,6 +7,7 @@
  * per-group GEMM. Padded inputs and panels live in the calling thread's scratch. */
 #include "oxk.h"
 #include "vec.h"
+#include "gemm_isa.h"
 
 typedef struct {
     const float* x; int N, C, H, W;
@@ -18,6 +19,7 @@ typedef struct {
     const float* xin;                 /* what im2col reads: xpad, or the image when no pad is needed */
     float* cols;                      /* packed im2col panels of one image and group */
     int n, g, Kg;
+    int nr;                           /* the SGEMM core's panel width (gemm_isa.h) */
 } conv_job;
 
 size_t oxk_conv_pack_size(int Cout, int Cin_g, int kh, int kw, int group) {
@@ -38,16 +40,22 @@ int oxk_conv_pack(const float* W, int Cout, int Cin_g, int kh, int kw, int group
 
 /* im2col straight into packed B panels (oxk_pack_b's layout) for image n, group g: panel t holds
  * output positions [t*NR, t*NR + NR), one row of NR values per (channel, tap). It reads j->xin,
- * the image's planes padded to Hp x Wp so that every window lies inside: no bounds checks. */
+ * the image's planes padded to Hp x Wp so that every window lies inside: no bounds checks.
+ * NR is the SGEMM core's (VEC_NR, or the x86-64 core chosen at load). */
+#if defined(OXK_X86_GEMM)
+#  define CONV_NR (j->nr)
+#else
+#  define CONV_NR VEC_NR
+#endif
 static void im2col_panel(void* ctx, int t) {
     conv_job* j = (conv_job*)ctx;
-    int Cin_g = j->C / j->group, P = j->OH * j->OW, p0 = t * VEC_NR;
-    int nv = P - p0 < VEC_NR ? P - p0 : VEC_NR, oh0 = p0 / j->OW, ow0 = p0 % j->OW;
+    int Cin_g = j->C / j->group, P = j->OH * j->OW, p0 = t * CONV_NR;
+    int nv = P - p0 < CONV_NR ? P - p0 : CONV_NR, oh0 = p0 / j->OW, ow0 = p0 % j->OW;
     size_t plane = (size_t)j->Hp * j->Wp;
     const float* planes = j->xin + (size_t)j->g * Cin_g * plane;
-    float* dst = j->cols + (size_t)t * j->Kg * VEC_NR;
+    float* dst = j->cols + (size_t)t * j->Kg * CONV_NR;
     int c, i, k, e;
-    if (nv == VEC_NR && ow0 + VEC_NR <= j->OW) {   /* one output row: one input row segment */
+    if (nv == CONV_NR && ow0 + CONV_NR <= j->OW) {   /* one output row: one input row segment */
         const float* base = planes + (size_t)oh0 * j->sh * j->Wp + (size_t)ow0 * j->sw;
         const int kh = j->kh, kw = j->kw, sw = j->sw;
         const size_t rstep = (size_t)j->dh * j->Wp, kstep = (size_t)j->dw;
@@ -56,31 +64,32 @@ static void im2col_panel(void* ctx, int t) {
             for (i = 0; i < kh; i++, src += rstep) {
                 const float* s = src;
                 if (sw == 1) {
-                    for (k = 0; k < kw; k++, s += kstep, dst += VEC_NR) {
-                        vf4 v0 = vf_load(s), v1 = vf_load(s + 4);
-                        vf_store(dst, v0);
-                        vf_store(dst + 4, v1);
-                    }
+                    for (k = 0; k < kw; k++, s += kstep, dst += CONV_NR)
+                        for (e = 0; e < CONV_NR; e += 8) {
+                            vf4 v0 = vf_load(s + e), v1 = vf_load(s + e + 4);
+                            vf_store(dst + e, v0);
+                            vf_store(dst + e + 4, v1);
+                        }
                 } else {
-                    for (k = 0; k < kw; k++, s += kstep, dst += VEC_NR)
-                        for (e = 0; e < VEC_NR; e++) dst[e] = s[(size_t)e * sw];
+                    for (k = 0; k < kw; k++, s += kstep, dst += CONV_NR)
+                        for (e = 0; e < CONV_NR; e++) dst[e] = s[(size_t)e * sw];
                 }
             }
         }
         return;
     }
     {
-        size_t off[VEC_NR];   /* where each position's window starts inside a plane */
+        size_t off[OXK_SGEMM_NR_MAX];   /* where each position's window starts inside a plane */
         for (e = 0; e < nv; e++) {
             int p = p0 + e;
             off[e] = (size_t)(p / j->OW) * j->sh * j->Wp + (size_t)(p % j->OW) * j->sw;
         }
         for (c = 0; c < Cin_g; c++, planes += plane) {
             for (i = 0; i < j->kh; i++) {
-                for (k = 0; k < j->kw; k++, dst += VEC_NR) {
+                for (k = 0; k < j->kw; k++, dst += CONV_NR) {
                     const float* src = planes + (size_t)i * j->dh * j->Wp + (size_t)k * j->dw;
                     for (e = 0; e < nv; e++) dst[e] = src[off[e]];
-                    for (; e < VEC_NR; e++) dst[e] = 0.f;
+                    for (; e < CONV_NR; e++) dst[e] = 0.f;
                 }
             }
         }
@@ -94,15 +103,16 @@ static void padded_size(conv_job* j);
  * (out[co, hw] = W[co, ci] @ X[ci, hw]); weights are the GEMM's A (row-major, or packW). */
 static int conv_im2col(conv_job* j, const float* packW) {
     int Cin_g = j->C / j->group, Cg = j->Cout / j->group, K = Cin_g * j->kh * j->kw;
-    int P = j->OH * j->OW, panels = (P + VEC_NR - 1) / VEC_NR, rc = 0, need_pad;
+    int P = j->OH * j->OW, nr = OXK_SGEMM_NR, panels = (P + nr - 1) / nr, rc = 0, need_pad;
     int pointwise = j->kh == 1 && j->kw == 1 && j->sh == 1 && j->sw == 1 &&
                     !j->pt && !j->pl && !j->pb && !j->pr && j->OH == j->H && j->OW == j->W;
     size_t per = oxk_pack_a_size(Cg, K);
     j->Kg = K;
+    j->nr = nr;
     padded_size(j);
     need_pad = j->Hp != j->H || j->Wp != j->W || j->pt || j->pl;
     if (!pointwise) {
-        j->cols = (float*)oxk_scratch(OXK_SCRATCH_PANELS, (size_t)panels * VEC_NR * K * sizeof(float));
+        j->cols = (float*)oxk_scratch(OXK_SCRATCH_PANELS, (size_t)panels * nr * K * sizeof(float));
         j->xpad = need_pad ? (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->Hp * j->Wp * sizeof(float)) : NULL;
         if (!j->cols || (need_pad && !j->xpad)) return OXK_ENOMEM;
     }

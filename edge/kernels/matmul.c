@@ -14,6 +14,7 @@
  * count, so results are bit-identical across counts. */
 #include "oxk.h"
 #include "vec.h"
+#include "gemm_isa.h"
 
 #define MR VEC_MR
 #define NR VEC_NR
@@ -30,14 +31,12 @@
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-size_t oxk_pack_a_size(int M, int K) { return (size_t)ceil_div(M, MR) * MR * (size_t)(K > 0 ? K : 1); }
-size_t oxk_pack_b_size(int N, int K) { return (size_t)ceil_div(N, NR) * NR * (size_t)(K > 0 ? K : 1); }
+static size_t panel_size(int n, int r, int K) { return (size_t)ceil_div(n, r) * r * (size_t)(K > 0 ? K : 1); }
 
 /* packed A: for each tile of MR rows, K steps of MR values (rows past M are zero). Full tiles of a
  * row-major A go 4 x 4 blocks at a time through vf_transpose4. */
-int oxk_pack_a(int transA, int M, int K, const float* A, int lda, float* packed) {
+static int base_pack_a(int transA, int M, int K, const float* A, int lda, float* packed) {
     int mt, k, r;
-    if (M < 0 || K < 0 || !A || !packed) return OXK_EARG;
     for (mt = 0; mt < ceil_div(M, MR); mt++) {
         float* dst = packed + (size_t)mt * K * MR;
         int m0 = mt * MR, mv = M - m0 < MR ? M - m0 : MR;
@@ -69,9 +68,8 @@ int oxk_pack_a(int transA, int M, int K, const float* A, int lda, float* packed)
 }
 
 /* packed B: for each panel of NR columns, K steps of NR values (columns past N are zero). */
-int oxk_pack_b(int transB, int N, int K, const float* B, int ldb, float* packed) {
+static int base_pack_b(int transB, int N, int K, const float* B, int ldb, float* packed) {
     int nt, k, j;
-    if (N < 0 || K < 0 || !B || !packed) return OXK_EARG;
     for (nt = 0; nt < ceil_div(N, NR); nt++) {
         float* dst = packed + (size_t)nt * K * NR;
         int n0 = nt * NR, nv = N - n0 < NR ? N - n0 : NR;
@@ -284,26 +282,23 @@ static void gemm_block(void* ctx, int idx) {
     }
 }
 
-int oxk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
-              const float* A, int lda, const float* packA,
-              const float* B, int ldb, const float* packB,
-              float beta, float* C, int ldc,
-              const float* bias, int bias_kind, int act, float p0, float p1) {
+static int base_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+                      const float* A, int lda, const float* packA,
+                      const float* B, int ldb, const float* packB,
+                      float beta, float* C, int ldc,
+                      const float* bias, int bias_kind, int act, float p0, float p1) {
     gemm_job g;
     float *pa = NULL, *pb = NULL;
-    if (M < 0 || N < 0 || K < 0 || !C || ldc < N) return OXK_EARG;
-    if (M == 0 || N == 0) return 0;
-    if ((!packA && !A) || (!packB && !B) || (bias_kind != OXK_BIAS_NONE && !bias)) return OXK_EARG;
     /* a row-major A is read in place, unless its row strips meet enough B panels to repay a pack */
     if (!packA && (transA || (M >= MR && N > 2 * NR))) {
-        pa = (float*)oxk_scratch(OXK_SCRATCH_PACK_A, oxk_pack_a_size(M, K) * sizeof(float));
+        pa = (float*)oxk_scratch(OXK_SCRATCH_PACK_A, panel_size(M, MR, K) * sizeof(float));
         if (!pa) return OXK_ENOMEM;
-        oxk_pack_a(transA, M, K, A, lda, pa);
+        base_pack_a(transA, M, K, A, lda, pa);
     }
     if (!packB) {
-        pb = (float*)oxk_scratch(OXK_SCRATCH_PACK_B, oxk_pack_b_size(N, K) * sizeof(float));
+        pb = (float*)oxk_scratch(OXK_SCRATCH_PACK_B, panel_size(N, NR, K) * sizeof(float));
         if (!pb) return OXK_ENOMEM;
-        oxk_pack_b(transB, N, K, B, ldb, pb);
+        base_pack_b(transB, N, K, B, ldb, pb);
     }
     g.M = M; g.N = N; g.K = K; g.alpha = alpha; g.beta = beta;
     g.A = transA ? NULL : A; g.lda = lda;
@@ -316,6 +311,69 @@ int oxk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
     else
         oxk_parallel_for(g.mblocks * g.nblocks, gemm_block, &g);
     return 0;
+}
+
+/* ------------------------------------------------------------------ the public entry points */
+#if defined(OXK_X86_GEMM)
+/* The x86-64 core chosen at load (gemm_isa.h); NULL is the baseline core above. */
+static const oxk_gemm_isa* g_isa;
+
+/* OXK_ISA's rank (sse2 0, avx2 1, avx512 2); -1 when unset or unknown (then the CPU decides). */
+static int isa_rank(const char* s) {
+    if (!s) return -1;
+    if (!strcmp(s, "sse2")) return 0;
+    if (!strcmp(s, "avx2")) return 1;
+    if (!strcmp(s, "avx512")) return 2;
+    return -1;
+}
+
+__attribute__((constructor)) static void choose_isa(void) {
+    int have = 0, want = isa_rank(getenv("OXK_ISA"));
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        have = __builtin_cpu_supports("avx512f") ? 2 : 1;
+    if (want >= 0 && want < have) have = want;
+    g_isa = have == 2 ? &oxk_gemm_avx512 : have == 1 ? &oxk_gemm_avx2 : NULL;
+}
+
+const char* oxk_sgemm_isa_name(void) { return g_isa ? g_isa->name : VEC_BACKEND; }
+int oxk_sgemm_nr(void) { return g_isa ? g_isa->nr : NR; }
+#  define ISA_MR (g_isa ? g_isa->mr : MR)
+#  define ISA_NR (g_isa ? g_isa->nr : NR)
+#  define ISA_CALL(fn, args) if (g_isa) return g_isa->fn args
+#else
+#  define ISA_MR MR
+#  define ISA_NR NR
+#  define ISA_CALL(fn, args)
+#endif
+
+size_t oxk_pack_a_size(int M, int K) { return panel_size(M, ISA_MR, K); }
+size_t oxk_pack_b_size(int N, int K) { return panel_size(N, ISA_NR, K); }
+
+int oxk_pack_a(int transA, int M, int K, const float* A, int lda, float* packed) {
+    if (M < 0 || K < 0 || !A || !packed) return OXK_EARG;
+    ISA_CALL(pack_a, (transA, M, K, A, lda, packed));
+    return base_pack_a(transA, M, K, A, lda, packed);
+}
+
+int oxk_pack_b(int transB, int N, int K, const float* B, int ldb, float* packed) {
+    if (N < 0 || K < 0 || !B || !packed) return OXK_EARG;
+    ISA_CALL(pack_b, (transB, N, K, B, ldb, packed));
+    return base_pack_b(transB, N, K, B, ldb, packed);
+}
+
+int oxk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+              const float* A, int lda, const float* packA,
+              const float* B, int ldb, const float* packB,
+              float beta, float* C, int ldc,
+              const float* bias, int bias_kind, int act, float p0, float p1) {
+    if (M < 0 || N < 0 || K < 0 || !C || ldc < N) return OXK_EARG;
+    if (M == 0 || N == 0) return 0;
+    if ((!packA && !A) || (!packB && !B) || (bias_kind != OXK_BIAS_NONE && !bias)) return OXK_EARG;
+    ISA_CALL(sgemm, (transA, transB, M, N, K, alpha, A, lda, packA, B, ldb, packB, beta, C, ldc,
+                     bias, bias_kind, act, p0, p1));
+    return base_sgemm(transA, transB, M, N, K, alpha, A, lda, packA, B, ldb, packB, beta, C, ldc,
+                      bias, bias_kind, act, p0, p1);
 }
 
 int oxk_sgemm_run(const oxk_sgemm_plan* p, int M, const float* A, const float* B, float* C) {

@@ -1,0 +1,277 @@
+/* matmul_x86_impl.h - one x86-64 SGEMM core, written once for every vector width.
+ *
+ * Included by matmul_avx2.c and matmul_avx512.c, each compiled with its ISA's flags, after they
+ * define:
+ *   GEMM_ISA       the oxk_gemm_isa this file defines (oxk_gemm_avx2, ...), GEMM_NAME its name
+ *   VT, VW         the vector type and its float lanes; the register tile is MR x NR, NR = 2 VW
+ *   MR             rows of the tile (at most 14)
+ *   V_LOAD(p) V_STORE(p, v) V_SET1(x) V_ZERO() V_FMA(a, b, acc) = a * b + acc, V_ADD V_MAX V_MIN
+ * Both operands are packed (A in panels of MR rows, B in panels of NR columns; conv passes its
+ * weights and im2col panels packed already). The micro-kernel broadcasts one A value per row and
+ * multiplies it into two B vectors: MR x 2 accumulators stay in registers over a K block of KC
+ * steps. Each row count 1..MR and each width (one or two vectors) is its own function, so edge
+ * tiles do no wasted arithmetic. alpha, beta, bias (row/col) and Relu/Clip are fused into the tile
+ * store on the last K block; other activations run over the stored rows (oxk_act_row); tiles with
+ * partial columns or alpha/beta to apply go through a buffer. Parallel over blocks of C (MB x NB)
+ * with oxk_parallel_for; K is never split, so results do not depend on the thread count. */
+#include "oxk.h"
+#include "gemm_isa.h"
+
+#define NR (2 * VW)
+#define KC 256
+#define MB (MR * 4)
+#define NB (NR * 8)
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* packed A: for each panel of MR rows, K steps of MR values (rows past M are zero). */
+static int pack_a(int transA, int M, int K, const float* A, int lda, float* packed) {
+    int mt, k, r;
+    for (mt = 0; mt < ceil_div(M, MR); mt++) {
+        float* dst = packed + (size_t)mt * K * MR;
+        int m0 = mt * MR, mv = M - m0 < MR ? M - m0 : MR;
+        if (transA) {
+            const float* src = A + m0;
+            for (k = 0; k < K; k++, src += lda, dst += MR) {
+                for (r = 0; r < mv; r++) dst[r] = src[r];
+                for (; r < MR; r++) dst[r] = 0.f;
+            }
+        } else if (mv == MR) {
+            const float* rows[MR];
+            for (r = 0; r < MR; r++) rows[r] = A + (size_t)(m0 + r) * lda;
+            for (k = 0; k < K; k++, dst += MR)
+#pragma GCC unroll 16
+                for (r = 0; r < MR; r++) dst[r] = rows[r][k];
+        } else {
+            for (k = 0; k < K; k++, dst += MR) {
+                for (r = 0; r < mv; r++) dst[r] = A[(size_t)(m0 + r) * lda + k];
+                for (; r < MR; r++) dst[r] = 0.f;
+            }
+        }
+    }
+    return 0;
+}
+
+/* packed B: for each panel of NR columns, K steps of NR values (columns past N are zero). */
+static int pack_b(int transB, int N, int K, const float* B, int ldb, float* packed) {
+    int nt, k, j;
+    for (nt = 0; nt < ceil_div(N, NR); nt++) {
+        float* dst = packed + (size_t)nt * K * NR;
+        int n0 = nt * NR, nv = N - n0 < NR ? N - n0 : NR;
+        if (!transB && nv == NR) {
+            const float* src = B + n0;
+            for (k = 0; k < K; k++, src += ldb, dst += NR) {
+                V_STORE(dst, V_LOAD(src));
+                V_STORE(dst + VW, V_LOAD(src + VW));
+            }
+        } else if (!transB) {
+            const float* src = B + n0;
+            for (k = 0; k < K; k++, src += ldb, dst += NR) {
+                for (j = 0; j < nv; j++) dst[j] = src[j];
+                for (; j < NR; j++) dst[j] = 0.f;
+            }
+        } else {
+            for (j = 0; j < nv; j++) {
+                const float* src = B + (size_t)(n0 + j) * ldb;
+                for (k = 0; k < K; k++) dst[(size_t)k * NR + j] = src[k];
+            }
+            for (k = 0; k < K; k++)
+                for (j = nv; j < NR; j++) dst[(size_t)k * NR + j] = 0.f;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    int M, N, K;
+    float alpha, beta;
+    const float *pa, *pb;
+    float* C;
+    int ldc;
+    const float* bias;
+    int bias_kind, act;
+    float p0, p1;
+    int nblocks;
+} gemm_job;
+
+/* The general merge of an (mv x nv) tile (row stride NR) into C: alpha, beta on the first K
+ * block, accumulation on later ones, bias and activation on the last. */
+static __attribute__((noinline)) void store_general(const gemm_job* g, const float* tile, int mv, int nv, int m0, int n0,
+                          int first, int last) {
+    int r, j;
+    for (r = 0; r < mv; r++) {
+        float* c = g->C + (size_t)(m0 + r) * g->ldc + n0;
+        const float* t = tile + r * NR;
+        for (j = 0; j < nv; j++) {
+            float x = g->alpha * t[j];
+            if (!first) x += c[j];
+            else if (g->beta != 0.f) x += g->beta * c[j];
+            if (last && g->bias_kind == OXK_BIAS_ROW) x += g->bias[m0 + r];
+            else if (last && g->bias_kind == OXK_BIAS_COL) x += g->bias[n0 + j];
+            c[j] = x;
+        }
+        if (last) oxk_act_row(c, nv, g->act, g->p0, g->p1);
+    }
+}
+
+/* R rows (a constant after inlining) x NV vectors of C from kc K steps of the packed panels a and
+ * b, merged into C at (m0, n0). */
+static inline __attribute__((always_inline)) void tile(const gemm_job* g, const int R, const int NV,
+                                                       int kc, const float* a, const float* b,
+                                                       int m0, int n0, int first, int last) {
+    VT c0[MR], c1[MR];
+    int r, k;
+    const int nv = g->N - n0 < NV * VW ? g->N - n0 : NV * VW;   /* narrow tiles: N - n0 <= VW */
+#pragma GCC unroll 16
+    for (r = 0; r < R; r++) { c0[r] = V_ZERO(); c1[r] = V_ZERO(); }
+#pragma GCC unroll 2
+    for (k = 0; k < kc; k++) {
+        VT b0 = V_LOAD(b), b1 = NV > 1 ? V_LOAD(b + VW) : b0;
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) {
+            VT av = V_SET1(a[r]);
+            c0[r] = V_FMA(av, b0, c0[r]);
+            if (NV > 1) c1[r] = V_FMA(av, b1, c1[r]);
+        }
+        a += MR;
+        b += NR;
+    }
+    if (nv == NV * VW && g->alpha == 1.f && (!first || g->beta == 0.f)) {
+        const size_t ldc = (size_t)g->ldc;
+        float* cp = g->C + (size_t)m0 * ldc + n0;
+        const int bias = last ? g->bias_kind : OXK_BIAS_NONE, act = last ? g->act : OXK_ACT_NONE;
+        if (!first) {
+#pragma GCC unroll 16
+            for (r = 0; r < R; r++) {
+                c0[r] = V_ADD(c0[r], V_LOAD(cp + r * ldc));
+                if (NV > 1) c1[r] = V_ADD(c1[r], V_LOAD(cp + r * ldc + VW));
+            }
+        }
+        if (bias == OXK_BIAS_COL) {
+            VT bc0 = V_LOAD(g->bias + n0), bc1 = NV > 1 ? V_LOAD(g->bias + n0 + VW) : bc0;
+#pragma GCC unroll 16
+            for (r = 0; r < R; r++) { c0[r] = V_ADD(c0[r], bc0); if (NV > 1) c1[r] = V_ADD(c1[r], bc1); }
+        } else if (bias == OXK_BIAS_ROW) {
+#pragma GCC unroll 16
+            for (r = 0; r < R; r++) {
+                VT bb = V_SET1(g->bias[m0 + r]);
+                c0[r] = V_ADD(c0[r], bb);
+                if (NV > 1) c1[r] = V_ADD(c1[r], bb);
+            }
+        }
+        if (act == OXK_ACT_RELU || act == OXK_ACT_CLIP) {
+            VT lo = V_SET1(act == OXK_ACT_CLIP ? g->p0 : 0.f);
+#pragma GCC unroll 16
+            for (r = 0; r < R; r++) { c0[r] = V_MAX(c0[r], lo); if (NV > 1) c1[r] = V_MAX(c1[r], lo); }
+            if (act == OXK_ACT_CLIP) {
+                VT hi = V_SET1(g->p1);
+#pragma GCC unroll 16
+                for (r = 0; r < R; r++) { c0[r] = V_MIN(c0[r], hi); if (NV > 1) c1[r] = V_MIN(c1[r], hi); }
+            }
+        }
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) {
+            V_STORE(cp + r * ldc, c0[r]);
+            if (NV > 1) V_STORE(cp + r * ldc + VW, c1[r]);
+        }
+        if (act > OXK_ACT_CLIP)
+            for (r = 0; r < R; r++) oxk_act_row(cp + r * ldc, nv, act, g->p0, g->p1);
+    } else {
+        float buf[MR * NR] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) {
+            V_STORE(buf + r * NR, c0[r]);
+            if (NV > 1) V_STORE(buf + r * NR + VW, c1[r]);
+        }
+        store_general(g, buf, R, nv, m0, n0, first, last);
+    }
+}
+
+typedef void (*tile_fn)(const gemm_job* g, int kc, const float* a, const float* b, int m0, int n0,
+                        int first, int last);
+#define TILE_FN(R)                                                                                \
+    static void tile_##R##_1(const gemm_job* g, int kc, const float* a, const float* b, int m0,   \
+                             int n0, int first, int last) { tile(g, R, 1, kc, a, b, m0, n0, first, last); } \
+    static void tile_##R##_2(const gemm_job* g, int kc, const float* a, const float* b, int m0,   \
+                             int n0, int first, int last) { tile(g, R, 2, kc, a, b, m0, n0, first, last); }
+TILE_FN(1) TILE_FN(2) TILE_FN(3) TILE_FN(4) TILE_FN(5) TILE_FN(6)
+#if MR > 6
+TILE_FN(7) TILE_FN(8) TILE_FN(9) TILE_FN(10) TILE_FN(11) TILE_FN(12)
+#endif
+#if MR > 12
+TILE_FN(13) TILE_FN(14)
+#endif
+/* TILES[nv - 1][rows - 1] */
+static const tile_fn TILES[2][MR] = {
+    {tile_1_1, tile_2_1, tile_3_1, tile_4_1, tile_5_1, tile_6_1,
+#if MR > 6
+     tile_7_1, tile_8_1, tile_9_1, tile_10_1, tile_11_1, tile_12_1,
+#endif
+#if MR > 12
+     tile_13_1, tile_14_1,
+#endif
+    },
+    {tile_1_2, tile_2_2, tile_3_2, tile_4_2, tile_5_2, tile_6_2,
+#if MR > 6
+     tile_7_2, tile_8_2, tile_9_2, tile_10_2, tile_11_2, tile_12_2,
+#endif
+#if MR > 12
+     tile_13_2, tile_14_2,
+#endif
+    }};
+
+static void gemm_block(void* ctx, int idx) {
+    const gemm_job* g = (const gemm_job*)ctx;
+    int bm = idx / g->nblocks, bn = idx % g->nblocks;
+    int m_beg = bm * MB, m_end = m_beg + MB < g->M ? m_beg + MB : g->M;
+    int n_beg = bn * NB, n_end = n_beg + NB < g->N ? n_beg + NB : g->N;
+    int K = g->K, k0, m0, n0;
+    for (k0 = 0; k0 < (K > 0 ? K : 1); k0 += KC) {
+        int kc = K - k0 < KC ? K - k0 : KC;
+        int first = k0 == 0, last = k0 + KC >= K;
+        for (m0 = m_beg; m0 < m_end; m0 += MR) {
+            int rows = g->M - m0 < MR ? g->M - m0 : MR;
+            const float* a = g->pa + (size_t)(m0 / MR) * K * MR + (size_t)k0 * MR;
+            tile_fn wide = TILES[1][rows - 1], narrow = TILES[0][rows - 1];
+            for (n0 = n_beg; n0 < n_end; n0 += NR) {
+                const float* b = g->pb + (size_t)(n0 / NR) * K * NR + (size_t)k0 * NR;
+                (g->N - n0 <= VW ? narrow : wide)(g, kc, a, b, m0, n0, first, last);
+            }
+        }
+    }
+}
+
+static size_t panel_size(int n, int r, int K) { return (size_t)ceil_div(n, r) * r * (size_t)(K > 0 ? K : 1); }
+
+static int sgemm(int transA, int transB, int M, int N, int K, float alpha,
+                 const float* A, int lda, const float* packA,
+                 const float* B, int ldb, const float* packB,
+                 float beta, float* C, int ldc,
+                 const float* bias, int bias_kind, int act, float p0, float p1) {
+    gemm_job g;
+    int blocks;
+    if (!packA) {
+        float* pa = (float*)oxk_scratch(OXK_SCRATCH_PACK_A, panel_size(M, MR, K) * sizeof(float));
+        if (!pa) return OXK_ENOMEM;
+        pack_a(transA, M, K, A, lda, pa);
+        packA = pa;
+    }
+    if (!packB) {
+        float* pb = (float*)oxk_scratch(OXK_SCRATCH_PACK_B, panel_size(N, NR, K) * sizeof(float));
+        if (!pb) return OXK_ENOMEM;
+        pack_b(transB, N, K, B, ldb, pb);
+        packB = pb;
+    }
+    g.M = M; g.N = N; g.K = K; g.alpha = alpha; g.beta = beta;
+    g.pa = packA; g.pb = packB; g.C = C; g.ldc = ldc;
+    g.bias = bias; g.bias_kind = bias_kind; g.act = act; g.p0 = p0; g.p1 = p1;
+    g.nblocks = ceil_div(N, NB);
+    blocks = ceil_div(M, MB) * g.nblocks;
+    if (blocks == 1)
+        gemm_block(&g, 0);
+    else
+        oxk_parallel_for(blocks, gemm_block, &g);
+    return 0;
+}
+
+const oxk_gemm_isa GEMM_ISA = {GEMM_NAME, MR, NR, pack_a, pack_b, sgemm};
