@@ -79,17 +79,29 @@ static void im2col_panel(void* ctx, int t) {
         return;
     }
     {
-        size_t off[OXK_SGEMM_NR_MAX];   /* where each position's window starts inside a plane */
-        for (e = 0; e < nv; e++) {
-            int p = p0 + e;
-            off[e] = (size_t)(p / j->OW) * j->sh * j->Wp + (size_t)(p % j->OW) * j->sw;
+        /* the panel's positions in runs that stay inside one output row: run s covers panel
+         * columns [beg[s], beg[s] + len[s]) and reads a plane from off[s] on, stride sw */
+        int beg[OXK_SGEMM_NR_MAX], len[OXK_SGEMM_NR_MAX], runs = 0, s, sw = j->sw;
+        size_t off[OXK_SGEMM_NR_MAX];
+        for (e = 0; e < nv; e += len[runs++]) {
+            int p = p0 + e, ow = p % j->OW;
+            beg[runs] = e;
+            len[runs] = nv - e < j->OW - ow ? nv - e : j->OW - ow;
+            off[runs] = (size_t)(p / j->OW) * j->sh * j->Wp + (size_t)ow * sw;
         }
         for (c = 0; c < Cin_g; c++, planes += plane) {
             for (i = 0; i < j->kh; i++) {
                 for (k = 0; k < j->kw; k++, dst += CONV_NR) {
                     const float* src = planes + (size_t)i * j->dh * j->Wp + (size_t)k * j->dw;
-                    for (e = 0; e < nv; e++) dst[e] = src[off[e]];
-                    for (; e < CONV_NR; e++) dst[e] = 0.f;
+                    for (s = 0; s < runs; s++) {
+                        const float* q = src + off[s];
+                        float* d = dst + beg[s];
+                        if (sw == 1)
+                            for (e = 0; e < len[s]; e++) d[e] = q[e];
+                        else
+                            for (e = 0; e < len[s]; e++) d[e] = q[(size_t)e * sw];
+                    }
+                    for (e = nv; e < CONV_NR; e++) dst[e] = 0.f;
                 }
             }
         }
