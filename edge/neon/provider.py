@@ -8,7 +8,8 @@ provider is available only where its library loads.
 Options (provider_options): `intra_op_num_threads` (int, 0 = one per CPU; defaults to the
 session's SessionOptions.intra_op_num_threads when that is set; the kernel library's
 thread pool is process-wide, so the last session created decides), `library` ("" or "generic":
-the plain-C vector build), `library_path` (an explicit .so).
+the plain-C vector build), `library_path` (an explicit .so), `programs` (1, the default: each
+group runs as one compiled C program per input-shape signature; 0: node by node, for comparison).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from onnxedge.providers.support import Facts, NoFacts
 
 from . import library
 from .ops import TABLE, Run
+from .program import ProgramCache, Record, record_values
 
 
 def _int_option(options: Dict[str, Any], key: str, default: int) -> int:
@@ -40,7 +42,7 @@ class NeonExecutionProvider(ExecutionProvider):
     """onnxedge's C kernels (NEON / host SIMD) for the compute-heavy ops; CPU takes the rest."""
 
     name = "NeonExecutionProvider"
-    OPTIONS = ("intra_op_num_threads", "library", "library_path")
+    OPTIONS = ("intra_op_num_threads", "library", "library_path", "programs")
 
     def __init__(self, options: Optional[Dict[str, Any]] = None):
         super().__init__(options)
@@ -54,6 +56,7 @@ class NeonExecutionProvider(ExecutionProvider):
                                   % variant)
         self.lib = library.load(variant, self.options.get("library_path") or None)
         self.lib.set_num_threads(_int_option(self.options, "intra_op_num_threads", 0))
+        self.use_programs = _int_option(self.options, "programs", 1) != 0
         self._reasons: Dict[int, Optional[str]] = {}
 
     @classmethod
@@ -93,7 +96,8 @@ class NeonExecutionProvider(ExecutionProvider):
 
     # ------------------------------------------------------------------ compile
     def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
-        """Bind each node to its C kernel, packing constant weights once."""
+        """Bind each node to its C kernel, packing constant weights once; the group runs as one C
+        program per input-shape signature (program.py) after a first node-by-node run."""
         consts = {k: graph.initializers[k] for k in group.constants
                   if isinstance(graph.initializers.get(k), np.ndarray)}
         plan: List[Tuple[ir.Node, Run, Any, List[str]]] = []
@@ -103,8 +107,11 @@ class NeonExecutionProvider(ExecutionProvider):
             plan.append((node, run, fallback, free))
         run_subgraph = ctx.run_subgraph
         opsets = ctx.opsets
+        programs = ProgramCache(self.lib, group.nodes, [p[1] for p in plan], group.inputs, group.exported,
+                                consts, opsets) if self.use_programs else None
+        freed = group.freed
 
-        def step(env: Dict[str, Any]) -> None:
+        def node_by_node(env: Dict[str, Any], rec: Optional[Record]) -> None:
             for node, run, fallback, free in plan:
                 try:
                     outs = run(env)
@@ -125,10 +132,32 @@ class NeonExecutionProvider(ExecutionProvider):
                     for name, val in zip(node.outputs, outs):
                         if name:
                             env[name] = val
+                if rec is not None:
+                    record_values(env, node.outputs, rec)
                 for name in free:
                     env.pop(name, None)
 
-        return Step(self.name, group.node_indices, step)
+        def step(env: Dict[str, Any]) -> None:
+            sig = programs.signature(env) if programs is not None else None
+            if sig is None:
+                node_by_node(env, None)
+                return
+            prog = programs.get(sig)
+            if prog is False:   # first run with this signature: record shapes, then compile
+                rec: Record = {}
+                record_values(env, group.inputs, rec)
+                node_by_node(env, rec)
+                programs.build(sig, rec)
+            elif prog is None:
+                node_by_node(env, None)
+            else:
+                prog.run(env, programs.arena(prog.arena_bytes))
+                for name in freed:
+                    env.pop(name, None)
+
+        out = Step(self.name, group.node_indices, step)
+        out.programs = programs  # type: ignore[attr-defined]  # tests and tools read it
+        return out
 
 
 __all__ = ["NeonExecutionProvider"]
