@@ -11,7 +11,9 @@
  * (bias per row or column, then an activation) are fused into the tile store on the last K block.
  * A strip of rows walks every panel of its block (setup once per strip, not per tile). Parallel
  * over blocks of C with oxk_parallel_for; a block's arithmetic does not depend on the thread
- * count, so results are bit-identical across counts. */
+ * count, so results are bit-identical across counts. This is the SGEMM core of every target; on
+ * x86-64 (SSE2 baseline) the public entry points at the end hand over to the AVX2+FMA or AVX-512F
+ * core chosen at load when the CPU has one (gemm_isa.h). */
 #include "oxk.h"
 #include "vec.h"
 #include "gemm_isa.h"
