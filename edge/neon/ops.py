@@ -71,12 +71,10 @@ def check_conv(node: ir.Node, facts: Facts) -> Optional[str]:
         act, _ = _act(node)
         if act not in FUSED_ACTS:
             return "activation %r has no NEON epilogue (has: %s)" % (act, ", ".join(a for a in FUSED_ACTS if a))
-        if len(node.inputs) > 3 and node.inputs[3]:
-            return "FusedConv's sum input Z is not supported"
     ks = node.attributes.get("kernel_shape")
     if ks is not None and len(ks) != 2:
         return "kernel_shape %s is not 2-D; NEON runs 2-D convolutions" % (list(ks),)
-    return _need_float(node, facts, node.inputs[:3]) or \
+    return _need_float(node, facts, node.inputs[:4]) or \
         _need_rank(facts, node.inputs[0], (4,), "NCHW 2-D convolutions") or \
         _need_rank(facts, node.inputs[1], (4,), "2-D convolutions")
 
@@ -120,15 +118,21 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         return [y]
 
     b0 = consts.get(bn) if bn else None
+    zn = node.inputs[3] if len(node.inputs) > 3 else ""
+
+    def with_z(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        """FusedConv with a sum input Z: the CPU kernel node by node; programs add Z in C."""
+        return None
+
     if packed is None or (bn and (bn not in consts or not _is_f32(b0) or b0.shape != (w0.shape[0],))):
-        return slow
+        return with_z if zn else slow
     strides = spatial_attr(node.op_type, "strides", a.get("strides"), 2, 1, 1)
     dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), 2, 1, 1)
     ks = a.get("kernel_shape")
 
-    def plan_for(shape: Tuple[int, ...]) -> Optional[Tuple[Any, ...]]:
+    def plan_for(shape: Tuple[int, ...], fused: bool = True) -> Optional[Tuple[Any, ...]]:
         """(plan address, C function, output shape, batch count, plan) for inputs of `shape`; None:
-        the slow path decides (it raises the errors)."""
+        the slow path decides (it raises the errors). fused=False leaves the activation out."""
         if w0.shape[1] * group != shape[1] or 0 in shape or \
                 (ks and [int(k) for k in ks] != list(w0.shape[2:])):
             return None
@@ -137,9 +141,13 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         if min(out) <= 0:
             return None
         plan = lib.conv_plan(shape, w0, b0, group, strides, dil, (beg[0], beg[1], end[0], end[1]), out,
-                             act, params, packed_w=packed)
+                             act if fused else "", params if fused else (), packed_w=packed)
         return plan.addr, plan.fn, (shape[0], w0.shape[0], int(out[0]), int(out[1])), shape[0], plan
 
+    if zn:
+        with_z.plan_for = plan_for  # type: ignore[attr-defined]
+        with_z.sum_input = (zn, act, params)  # type: ignore[attr-defined]
+        return with_z
     return _planned(slow, xn, 4, plan_for, lib, node)
 
 
@@ -502,7 +510,7 @@ def _known(shape: Optional[List[Any]]) -> bool:
     return shape is not None and all(isinstance(d, (int, np.integer)) for d in shape)
 
 
-def _broadcast(a: Sequence[int], b: Sequence[int]) -> Optional[Tuple[int, ...]]:
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> Optional[Tuple[int, ...]]:
     """numpy's broadcast of two shapes, None when they do not broadcast."""
     rank = max(len(a), len(b))
     a = [1] * (rank - len(a)) + [int(d) for d in a]
@@ -520,7 +528,7 @@ def check_binary(node: ir.Node, facts: Facts) -> Optional[str]:
         return bad
     sa, sb = facts.shape(node.inputs[0]), facts.shape(node.inputs[1])
     if _known(sa) and _known(sb):
-        out = _broadcast(sa, sb)
+        out = broadcast_shape(sa, sb)
         if out is None:
             return "shapes %s and %s do not broadcast" % (list(sa), list(sb))
         if fold_broadcast(sa, sb, out) is None:

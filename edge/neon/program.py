@@ -18,11 +18,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import ir
+from onnxedge import fused_ops, ir
 from onnxedge.errors import OnnxEdgeError
 
 from . import library as L
 from .library import KernelLibrary, data_address
+from .ops import broadcast_shape
 
 F32 = np.dtype(np.float32)
 MAX_PROGRAMS = 32    # programs kept per group (one per input-shape signature), as MAX_PLANS
@@ -114,6 +115,12 @@ class _Builder:
         self.of[name] = buf
         return buf
 
+    def temp(self, nbytes: int) -> _Buf:
+        """An arena buffer that lives only within the current node."""
+        buf = _Buf(L.SLOT_ARENA, nbytes, born=self.k)
+        self.bufs.append(buf)
+        return buf
+
     def param(self, name: str) -> Optional[np.ndarray]:
         """A parameter input's value (constant, or recorded: it is in the signature)."""
         if not name:
@@ -190,7 +197,31 @@ def _planned(bd: _Builder, node: ir.Node, run: Any, op: int) -> None:
     if tuple(oshape) != bd.shape(node.outputs[0]):
         raise Unsupported("planned output %s differs from the recorded %s" % (oshape, bd.shape(node.outputs[0])))
     bd.keep.append(plan)
-    bd.emit(op, count, plan.struct, bd.read(node.inputs[0]), None, bd.write(node.outputs[0]))
+    z = getattr(run, "sum_input", None)
+    if z is None:
+        bd.emit(op, count, plan.struct, bd.read(node.inputs[0]), None, bd.write(node.outputs[0]))
+        return
+    _conv_sum(bd, node, run, shape, oshape, count)
+
+
+def _conv_sum(bd: _Builder, node: ir.Node, run: Any, shape: Tuple[int, ...], oshape: Tuple[int, ...],
+              count: int) -> None:
+    """FusedConv with Z: conv + bias (no activation) into a temporary, + Z, then the activation."""
+    zn, act, params = run.sum_input
+    folded = L.fold_broadcast(bd.shape(zn), oshape, oshape)
+    if folded is None or broadcast_shape(bd.shape(zn), oshape) != tuple(oshape):
+        raise Unsupported("Z of shape %s does not broadcast to the output %s" % (bd.shape(zn), oshape))
+    plain = run.plan_for(shape, False)
+    bd.keep.append(plain[4])
+    x = bd.read(node.inputs[0])
+    t = bd.temp(4 * int(np.prod(oshape)))
+    bd.emit(L.OP_CONV2D, count, plain[4].struct, x, None, t)
+    zb = bd.read(zn)
+    y = bd.write(node.outputs[0])
+    bd.emit(L.OP_BINARY, 0, bd.S["oxk_binary_args"](L.BINARY_OPS["Add"], *folded), zb, t, y)
+    if act:
+        p0, p1 = fused_ops.epilogue_params(act, params)
+        bd.emit(L.OP_ACT, int(np.prod(oshape)), bd.S["oxk_epilogue"](L.ACT[act], p0, p1), y, None, y)
 
 
 def _global_pool(bd: _Builder, node: ir.Node, run: Any) -> None:
