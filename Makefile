@@ -94,7 +94,7 @@ test-browser: setup  ## the in-page tests: Pyodide 0.17.1 in headless Chromium (
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/browser
 
 # --- ARM NEON kernels: aarch64 cross gcc, qemu-user, clang-14 + lld-14 (wasm modules), aarch64 CPython sysroot --
-setup-neon: $(STAMP)/arm-sysroot $(STAMP)/neon-kernels  ## aarch64 toolchain + qemu, the ARM python sysroot (.arm/), the C kernels
+setup-neon: $(STAMP)/arm-sysroot $(STAMP)/neon-kernels  ## aarch64 toolchain + qemu, the ARM python sysroot (.arm/: CPython, numpy, onnxruntime's aarch64 wheel), the C kernels
 
 $(STAMP)/apt-neon:
 	@mkdir -p $(STAMP)
