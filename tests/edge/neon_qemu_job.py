@@ -91,6 +91,7 @@ def main(d: str) -> None:
         feeds = dict(np.load(os.path.join(d, c + "_in.npz")))
         sess = onnxedge.InferenceSession(os.path.join(d, c + ".oxe"),
                                          providers=["NeonExecutionProvider", "CPUExecutionProvider"])
+        sess.run(None, feeds)   # node by node, recording shapes; the second run is the C program
         np.save(os.path.join(d, "out_" + c + ".npy"), sess.run(None, feeds)[0])
         report["partition"][c] = [(r["op_type"], r["provider"]) for r in sess.partition_report()]
     if "cnn" in cases.get("models", []):
