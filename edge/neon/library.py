@@ -541,6 +541,7 @@ def load(variant: str = "", path: Optional[str] = None) -> KernelLibrary:
         return lib
 
 
-__all__ = ["KernelLibrary", "Plan", "check_structure", "data_address", "load", "read_layout", "structures", "library_path", "machine_arch", "ACT",
+__all__ = ["KernelLibrary", "Plan", "check_structure", "data_address", "load", "read_layout", "structures",
+           "library_path", "machine_arch", "ACT",
            "BIAS_NONE", "BIAS_ROW", "BINARY_OPS", "fold_broadcast",
            "BIAS_COL", "CONV_PATHS"]

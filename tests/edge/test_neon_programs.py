@@ -247,7 +247,8 @@ def test_fused_conv_with_sum_input_in_a_program(act, params, zshape):
     graph = helper.make_graph([node], "g", [_f("x", ["N", 3, 5, 5]), _f("z", list(zshape))], [_f("y", None)],
                               [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
                                numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 8
     model = m.SerializeToString()
     sess, cpu = _neon(model), onnxedge.InferenceSession(model, providers=CPU)
