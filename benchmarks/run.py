@@ -235,6 +235,8 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                    help="stop timing a configuration after this long (min 3 runs)")
     p.add_argument("--no-neon", action="store_true",
                    help="skip the NEON provider comparison (benchmarks/neon.py)")
+    p.add_argument("--no-aarch64", action="store_true",
+                   help="skip onnxedge vs onnxruntime aarch64 under qemu (benchmarks/aarch64_ort.py)")
     p.add_argument("--no-webgpu", action="store_true",
                    help="skip the WebGPU provider comparison (benchmarks/webgpu.py)")
     p.add_argument("--no-oxe", action="store_true",
@@ -298,6 +300,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.no_neon and "NeonExecutionProvider" in __import__("onnxedge").get_available_providers():
         from benchmarks import neon   # NEON provider vs numpy CPU provider: neon.json / neon.png
         neon.main(["--out", args.out])
+    if not args.no_aarch64:
+        from benchmarks import aarch64_ort   # onnxedge vs onnxruntime's aarch64 wheel under qemu: aarch64.json
+        if aarch64_ort.main(["--out", args.out]):   # (prints why and returns 0 without the ARM sysroot)
+            return 1
     if not args.no_webgpu and "WebGpuExecutionProvider" in __import__("onnxedge").get_available_providers():
         from benchmarks import webgpu   # WebGPU provider vs CPU provider: webgpu.json / webgpu.png
         webgpu.main(["--out", args.out, "--model-dir", args.model_dir])
