@@ -103,7 +103,8 @@ if [ ! -f "$SITE/.onnxruntime-$ORT_VERSION" ]; then
     # imported by onnxruntime's tools (quantization, transformers), not by InferenceSession.
     "$PIP_PY" -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_aarch64 \
         --python-version 3.11 --implementation cp -d "$WHEELS" "onnxruntime==$ORT_VERSION"
-    WHL=$(ls "$WHEELS"/onnxruntime-"$ORT_VERSION"-cp311-*aarch64*.whl | head -n 1)
+    WHL=$(ls "$WHEELS"/onnxruntime-"$ORT_VERSION"-cp311-*aarch64*.whl 2>/dev/null | head -n 1)
+    [ -n "$WHL" ] || { say "pip left no onnxruntime-$ORT_VERSION cp311 aarch64 wheel in $WHEELS"; exit 1; }
     say "unpacking $(basename "$WHL") into $SITE"
     rm -rf "$SITE/onnxruntime" "$SITE"/onnxruntime-*.dist-info
     "$PIP_PY" -m zipfile -e "$WHL" "$SITE"
