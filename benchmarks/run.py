@@ -317,7 +317,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 1
     if not args.no_browser:
         from benchmarks import browser   # Pyodide vs onnxruntime-web: browser.json / .png
-        if browser.main(["--out", args.out, "--model-dir", args.model_dir]):
+        # every browser model on a full run; only the ones asked for after --models
+        wanted = [m for m in args.models if m in browser.MODELS]
+        only = [] if args.models == list(models.BUILDERS) else ["--models"] + wanted
+        if only == ["--models"]:
+            print("browser benchmark skipped: none of %s runs in the page" % args.models)
+        elif browser.main(["--out", args.out, "--model-dir", args.model_dir] + only):
             return 1
     return 1 if any("error" in r for r in results) else 0
 
