@@ -22,7 +22,7 @@ import os
 import re
 import shlex
 import zipfile
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from onnxedge import checker
 from onnxedge.errors import InvalidArgument
@@ -53,6 +53,8 @@ RUNTIME_DROPS = ("onnxedge/optimizer/", "onnxedge/onnx_loader.py", "onnxedge/onn
 # (a session works facts out only for other providers) and the op-support records they claim by
 RUNTIME_CPU_ONLY_DROPS = ("onnxedge/fact_rules.py", "onnxedge/providers/support.py")
 RUNTIME_DROPPED_REQUIRES = ("flatbuffers",)
+# core helpers only kernels use: a stripped build keeps them only while a kept file imports them
+HELPER_MODULES = ("onnxedge/fused_ops.py", "onnxedge/geometry.py", "onnxedge/numeric.py")
 ARCHES = ("x86_64", "aarch64", "armv7l", "wasm32")
 ROOMS = ("web", "edge", "reduced_build")   # onnxedge's subpackages that are not the core
 
@@ -95,7 +97,12 @@ def _from_module(node: ast.ImportFrom, package: str) -> str:
 def _imported_modules(path: str, package: str) -> Set[str]:
     """Absolute names of the modules a source file imports (relative imports resolved)."""
     with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+        return _source_imports(f.read(), path, package)
+
+
+def _source_imports(source: Any, name: str, package: str) -> Set[str]:
+    """`_imported_modules` of source text (or bytes) named `name`."""
+    tree = ast.parse(source, name)
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -420,6 +427,8 @@ def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Seque
         for arc in contents:
             if arc.endswith(".py"):
                 contents[arc] = strip_mod.strip_text(contents[arc].decode("utf-8"), arc).encode("utf-8")
+    if strip:
+        drop_unimported_helpers(contents)
     contents[KERNELS + "op_modules.py"] = restricted_op_modules_source(
         table, modules, req_ops, only_required=strip and not all_ops,
         hint=rebuild_hint(made_for)).encode()
@@ -445,6 +454,26 @@ def build_wheel(required: scan.Requirements, out_dir: str, extra_packages: Seque
     return BuildResult(path, tag, sorted(contents) + [dist + "/RECORD"], sorted(req_ops), kept_ops,
                        sorted(set(table) - set(kept_ops)), sorted(missing), sorted(modules),
                        dropped_modules, eps)
+
+
+def drop_unimported_helpers(contents: Dict[str, bytes]) -> List[str]:
+    """Remove the HELPER_MODULES no other kept file imports (after kernel stripping a build may
+    need none of them; one helper importing another keeps it only while it stays); the ones
+    removed, in order."""
+    dropped: List[str] = []
+    while True:
+        imported: Set[str] = set()
+        for arc, data in contents.items():
+            if arc.endswith(".py"):
+                package = arc[:-3].replace("/", ".").rsplit(".", 1)[0]
+                imported |= _source_imports(data, arc, package)
+        gone = [arc for arc in HELPER_MODULES
+                if arc in contents and arc[:-3].replace("/", ".") not in imported]
+        if not gone:
+            return dropped
+        for arc in gone:
+            del contents[arc]
+        dropped += gone
 
 
 def _kernel_imports(contents: Dict[str, bytes]) -> Tuple[Dict[str, Set[str]], Set[str]]:
