@@ -337,3 +337,17 @@ def test_much_smaller_than_the_project_wheel(slim, tmp_path):
     [full] = [os.path.join(str(tmp_path), f) for f in os.listdir(str(tmp_path)) if f.endswith(".whl")]
     rep = report.size_report(slim[0], full)
     assert rep["ratio"] < 0.5, report.format_text(rep)
+
+
+def test_helpers_no_kept_file_imports_are_left_out():
+    from onnxedge.reduced_build.wheel import drop_unimported_helpers
+    helpers = {"onnxedge/fused_ops.py": b"from .numeric import erf\n",
+               "onnxedge/numeric.py": b"import numpy\n",
+               "onnxedge/geometry.py": b"X = 1\n"}
+    contents = dict(helpers, **{"onnxedge/kernels/cast.py": b"import numpy as np\n"})
+    assert drop_unimported_helpers(contents) == ["onnxedge/fused_ops.py", "onnxedge/geometry.py",
+                                                 "onnxedge/numeric.py"]
+    assert set(contents) == {"onnxedge/kernels/cast.py"}
+    contents = dict(helpers, **{"onnxedge/kernels/conv.py": b"from .. import fused_ops\n"})
+    assert drop_unimported_helpers(contents) == ["onnxedge/geometry.py"]
+    assert "onnxedge/numeric.py" in contents and "onnxedge/fused_ops.py" in contents
