@@ -15,8 +15,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops
+from onnxedge import fused_ops, oxk_layout
 from onnxedge.errors import Fail, InvalidArgument
+from onnxedge.oxk_program import (BINARY_OPS, OP_ACT, OP_BINARY, OP_CONV2D, OP_COPY,  # noqa: F401
+                                  OP_GLOBAL_POOL, OP_LOGSOFTMAX, OP_POOL2D, OP_SGEMM, OP_SOFTMAX,
+                                  SLOT_ARENA, SLOT_CONST, SLOT_INPUT, SLOT_OUTPUT, fold_broadcast)
 
 LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
 LIB_NAME = "libonnxedge_kernels"
@@ -66,11 +69,8 @@ _SIGS = {
     "oxk_softmax": (_c_int, [_ptr, _c_int, _c_int, _c_int, _ptr]),
     "oxk_act": (_c_int, [_ptr, _c_int, _c_int, _c_float, _c_float, _ptr]),
 }
-# Program opcodes, slot kinds and binary ops (oxk.h OXK_OP_*, OXK_SLOT_*, OXK_BIN_*).
-OP_SGEMM, OP_CONV2D, OP_POOL2D, OP_GLOBAL_POOL, OP_ACT, OP_BINARY, OP_SOFTMAX, OP_LOGSOFTMAX, OP_COPY = \
-    range(1, 10)
-SLOT_INPUT, SLOT_OUTPUT, SLOT_ARENA, SLOT_CONST = range(4)
-BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3}
+# Program opcodes, slot kinds, binary ops and fold_broadcast come from the shared binding
+# (onnxedge.oxk_program), imported above.
 
 
 class _Field(ctypes.Structure):
@@ -80,8 +80,7 @@ class _Field(ctypes.Structure):
                 ("size", _c_int), ("kind", _c_int)]
 
 
-# A struct's layout as oxk_layout() states it: (size, [(field, offset, size, kind letter), ...]).
-Layout = Tuple[int, List[Tuple[str, int, int, str]]]
+Layout = oxk_layout.Layout   # (size, [(field, offset, size, kind letter), ...])
 _SIZED = {"i": {4: ctypes.c_int32}, "f": {4: ctypes.c_float}, "p": {ctypes.sizeof(_ptr): _ptr},
           "z": {4: ctypes.c_uint32, 8: ctypes.c_uint64}}
 
@@ -92,15 +91,9 @@ def read_layout(clib: Any) -> Dict[str, Layout]:
     fn.restype, fn.argtypes = ctypes.POINTER(_Field), [ctypes.POINTER(_c_int)]
     count = _c_int(0)
     rows = fn(ctypes.byref(count))
-    table: Dict[str, Layout] = {}
-    for i in range(count.value):
-        r = rows[i]
-        name, field, kind = r.type.decode(), r.field.decode(), chr(r.kind)
-        if not field:
-            table[name] = (int(r.size), [])
-        else:
-            table[name][1].append((field, int(r.offset), int(r.size), kind))
-    return table
+    return oxk_layout.table_from_rows(
+        (r.type.decode(), r.field.decode(), int(r.offset), int(r.size), chr(r.kind))
+        for r in (rows[i] for i in range(count.value)))
 
 
 def _ctype(struct: str, field: str, size: int, kind: str) -> Any:
@@ -140,8 +133,10 @@ def check_structure(cls: Any, name: str, table: Dict[str, Layout]) -> None:
 
 def structures(table: Dict[str, Layout]) -> Dict[str, Any]:
     """A ctypes Structure class per struct of the table, built from it (so oxk.h is the only place
-    a layout is written) and checked against it (a compiler that pads differently is refused)."""
+    a layout is written) and checked against it (a compiler that pads differently is refused) and
+    against the fields the Python code expects (oxk_layout.FIELDS: names and kinds)."""
     check_structure(_Field, "oxk_field", table)
+    oxk_layout.check(table)
     out: Dict[str, Any] = {}
     for name, (_, fields) in table.items():
         cls = type(name, (ctypes.Structure,), {"_fields_": [
@@ -479,39 +474,6 @@ class KernelLibrary:
                                      _p(packed_b), _p(zb), int(zb.size > 1), _p(y))
         self._check(rc, "qgemm %dx%dx%d" % (M, N, K))
         return y
-
-
-def fold_broadcast(a: Sequence[int], b: Sequence[int], out: Sequence[int]
-                   ) -> Optional[Tuple[int, ...]]:
-    """oxk_binary_args' (d0, d1, d2, sa0, sa1, sa2, sb0, sb1, sb2) for a op b -> out under numpy
-    broadcasting: the output's axes folded into at most 3 runs along which each operand is either
-    read or repeated (stride 0); None when more runs are needed."""
-    rank = len(out)
-    a = [1] * (rank - len(a)) + [int(d) for d in a]
-    b = [1] * (rank - len(b)) + [int(d) for d in b]
-    runs: List[List[int]] = []   # [size, a present, b present]
-    for d, da, db in zip(out, a, b):
-        d = int(d)
-        if d == 1:
-            continue
-        key = [int(da == d), int(db == d)]
-        if runs and runs[-1][1:] == key:
-            runs[-1][0] *= d
-        else:
-            runs.append([d] + key)
-    if len(runs) > 3:
-        return None
-    runs = [[1, 0, 0]] * (3 - len(runs)) + runs
-    dims = [r[0] for r in runs]
-    strides = []
-    for col in (1, 2):
-        st, acc = [0, 0, 0], 1
-        for i in (2, 1, 0):
-            if runs[i][col]:
-                st[i] = acc
-                acc *= dims[i]
-        strides += st
-    return tuple(dims) + tuple(strides)
 
 
 def _i8(name: str, a: np.ndarray) -> np.ndarray:

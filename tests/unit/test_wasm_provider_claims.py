@@ -143,13 +143,3 @@ def test_not_available_natively_and_options_checked():
         WasmSimdExecutionProvider()
     with pytest.raises(InvalidArgument, match=r"unknown option\(s\) \['threads'\]"):
         WasmSimdExecutionProvider({"kernels": transport.Kernels(), "threads": 2})
-
-
-def test_plan_structs_have_the_wasm32_layout_of_oxk_h():
-    # oxk.h: 13 4-byte fields (sgemm), 24 (conv), 16 (pool), no padding on wasm32
-    assert (transport.SGEMM_PLAN.size, transport.CONV_PLAN.size, transport.POOL_PLAN.size) == (52, 96, 64)
-    raw = transport.SGEMM_PLAN.pack(0, 1, 7, 9, 2.0, 0.0, 0, 64, 128, transport.BIAS_COL, 2, -1.0, 6.0)
-    ints = np.frombuffer(raw, "<i4")
-    floats = np.frombuffer(raw, "<f4")
-    assert list(ints[[1, 2, 3, 7, 8, 9, 10]]) == [1, 7, 9, 64, 128, 2, 2]
-    assert list(floats[[4, 11, 12]]) == [2.0, -1.0, 6.0]

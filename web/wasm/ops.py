@@ -31,6 +31,7 @@ class Op:
         self.what = node.describe()
         self.blocks: List[int] = []     # wasm memory this op owns (weights, plans)
         self._bound: Dict[Tuple[Shape, ...], Optional[Bound]] = {}
+        self._plans: Dict[Shape, Optional[Tuple[int, Shape, int]]] = {}   # plan_for's, per input shape
 
     def keep(self, ptr: int) -> int:
         """Remember a block to free with the op; returns it."""
@@ -53,6 +54,7 @@ class Op:
             self.kernels.free(ptr)
         self.blocks = []
         self._bound = {}
+        self._plans = {}
 
 
 # ------------------------------------------------------------------------------ Gemm/MatMul
@@ -82,7 +84,7 @@ class GemmOp(Op):
         k.check(rc, "%s: packing B" % self.what)
         bias_ptr = self.keep(k.put(bias)) if bias is not None else 0
         act, (p0, p1) = claims.activation(node)
-        self.plan = self.keep(k.put_struct(transport.SGEMM_PLAN, (
+        self.plan = self.keep(k.put_struct("oxk_sgemm_plan", (
             0, tb, self.N, self.K, alpha, 0.0, 0, packed, bias_ptr,
             transport.BIAS_COL if bias is not None else transport.BIAS_NONE, claims.ACT[act], p0, p1)))
 
@@ -136,10 +138,19 @@ class ConvOp(Op):
                 "%s: packing W" % self.what)
         self.bias = self.keep(k.put(consts[ins[2]])) if ins[2] else 0
         self.one = self.keep(k.put(np.ones(1, np.float32))) if ins[3] else 0
+        self.z = ins[3]
 
-    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+    def plan_for(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
+        """(plan pointer, output shape, batch) for inputs of shape `x` (made once per shape; with a
+        Z input the plan has no activation: it follows the addition), None when the kernel does
+        not take them."""
+        x = tuple(int(d) for d in x)
+        if x not in self._plans:
+            self._plans[x] = self._plan(x)
+        return self._plans[x]
+
+    def _plan(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
         from onnxedge.geometry import conv_geometry
-        x = shapes[0]
         co, ci, kh, kw = self.w.shape
         if len(x) != 4 or 0 in x or x[1] != ci * self.group or \
                 (self.ks and [int(v) for v in self.ks] != [kh, kw]):
@@ -149,17 +160,26 @@ class ConvOp(Op):
         if min(hw) <= 0:
             return None
         out = (x[0], co, int(hw[0]), int(hw[1]))
+        fused = not self.z
+        p0, p1 = self.params if fused else (0.0, 0.0)
+        plan = self.keep(self.kernels.put_struct("oxk_conv_plan", (
+            x[1], x[2], x[3], co, kh, kw, self.group, self.strides[0], self.strides[1],
+            self.dil[0], self.dil[1], beg[0], beg[1], end[0], end[1], out[2], out[3],
+            claims.ACT[self.act] if fused else 0, transport.CONV_AUTO, p0, p1,
+            self.weight, self.packed, self.bias)))
+        return plan, out, x[0]
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        ent = self.plan_for(shapes[0])
+        if ent is None:
+            return None
+        plan, out, _ = ent
         if len(shapes) > 1 and tuple(shapes[1]) != out:
             return None   # a Z that broadcasts: the CPU kernel adds it
         act = claims.ACT[self.act]
         p0, p1 = self.params
         k, what = self.kernels, self.what
-        plan = self.keep(k.put_struct(transport.CONV_PLAN, (
-            x[1], x[2], x[3], co, kh, kw, self.group, self.strides[0], self.strides[1],
-            self.dil[0], self.dil[1], beg[0], beg[1], end[0], end[1], out[2], out[3],
-            0 if len(shapes) > 1 else act, transport.CONV_AUTO, 0.0 if len(shapes) > 1 else p0,
-            0.0 if len(shapes) > 1 else p1, self.weight, self.packed, self.bias)))
-        n, size, one = x[0], int(np.prod(out)), self.one
+        n, size, one = out[0], int(np.prod(out)), self.one
 
         def run(ins: Sequence[int], y: int) -> None:
             rc = k.conv_run(plan, n, ins[0], y)
@@ -181,6 +201,32 @@ class PoolOp(Op):
         super().__init__(node, kernels, [node.inputs[0]])
         self.kind = transport.MAX if "Max" in node.op_type else transport.AVG
 
+    def plan_for(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
+        """(plan pointer, output shape, N*C) of a windowed pool over inputs of shape `x` (made once
+        per shape), None when the kernel does not take them."""
+        x = tuple(int(d) for d in x)
+        if x not in self._plans:
+            self._plans[x] = self._plan(x)
+        return self._plans[x]
+
+    def _plan(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
+        if len(x) != 4 or 0 in x or self.node.op_type.startswith("Global"):
+            return None
+        from onnxedge.geometry import auto_pad_mode, pool_geometry, spatial_attr
+        op, a = self.node.op_type, self.node.attributes
+        kernel = spatial_attr(op, "kernel_shape", a.get("kernel_shape"), 2, 1, 1)
+        strides = spatial_attr(op, "strides", a.get("strides"), 2, 1, 1)
+        dil = spatial_attr(op, "dilations", a.get("dilations"), 2, 1, 1)
+        beg, end, hw = pool_geometry(op, x[2:], kernel, strides, dil, a.get("pads"),
+                                     auto_pad_mode(op, a.get("auto_pad", "NOTSET")),
+                                     int(a.get("ceil_mode", 0)))
+        if min(hw) <= 0:
+            return None
+        plan = self.keep(self.kernels.put_struct("oxk_pool_plan", (
+            x[2], x[3], self.kind, kernel[0], kernel[1], strides[0], strides[1], dil[0], dil[1],
+            beg[0], beg[1], end[0], end[1], int(a.get("count_include_pad", 0)), hw[0], hw[1])))
+        return plan, (x[0], x[1], int(hw[0]), int(hw[1])), x[0] * x[1]
+
     def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
         x = shapes[0]
         k, what, kind = self.kernels, self.what, self.kind
@@ -196,28 +242,28 @@ class PoolOp(Op):
                     k.check(rc, what)
 
             return x[:2] + (1,) * (len(x) - 2), run_global
-        if len(x) != 4:
+        ent = self.plan_for(x)
+        if ent is None:
             return None
-        from onnxedge.geometry import auto_pad_mode, pool_geometry, spatial_attr
-        op, a = self.node.op_type, self.node.attributes
-        kernel = spatial_attr(op, "kernel_shape", a.get("kernel_shape"), 2, 1, 1)
-        strides = spatial_attr(op, "strides", a.get("strides"), 2, 1, 1)
-        dil = spatial_attr(op, "dilations", a.get("dilations"), 2, 1, 1)
-        beg, end, hw = pool_geometry(op, x[2:], kernel, strides, dil, a.get("pads"),
-                                     auto_pad_mode(op, a.get("auto_pad", "NOTSET")),
-                                     int(a.get("ceil_mode", 0)))
-        if min(hw) <= 0:
-            return None
-        plan = self.keep(k.put_struct(transport.POOL_PLAN, (
-            x[2], x[3], kind, kernel[0], kernel[1], strides[0], strides[1], dil[0], dil[1],
-            beg[0], beg[1], end[0], end[1], int(a.get("count_include_pad", 0)), hw[0], hw[1])))
+        plan, out, _ = ent
 
         def run(ins: Sequence[int], y: int) -> None:
             rc = k.pool_run(plan, nc, ins[0], y)
             if rc:
                 k.check(rc, what)
 
-        return (x[0], x[1], int(hw[0]), int(hw[1])), run
+        return out, run
+
+
+class ProgramOnlyOp(Op):
+    """An op only the compiled program runs (activations, binary ops, Softmax, views): node by node
+    it has no kernel (bind gives None), so the group's node-by-node runs use the CPU kernels."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        super().__init__(node, kernels, [])
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        return None
 
 
 _BUILDERS: Dict[str, Callable[..., Op]] = {
@@ -228,7 +274,7 @@ _BUILDERS: Dict[str, Callable[..., Op]] = {
 
 def build(node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]) -> Op:
     """The Op of a claimed node (claims.reason(node) is None)."""
-    return _BUILDERS[node.op_type](node, kernels, consts)
+    return _BUILDERS.get(node.op_type, ProgramOnlyOp)(node, kernels, consts)
 
 
-__all__ = ["Op", "GemmOp", "ConvOp", "PoolOp", "build"]
+__all__ = ["Op", "GemmOp", "ConvOp", "PoolOp", "ProgramOnlyOp", "build"]

@@ -13,7 +13,9 @@
  * so SharedArrayBuffer exists), else 1; a console line says which. Pointers are byte offsets into
  * `memory` (a WebAssembly.Memory that grows: make typed-array views after each allocation, or use
  * f32()/u8()). Plans are C structs (oxk.h's oxk_sgemm_plan, oxk_conv_plan, oxk_pool_plan) written
- * into memory by sgemmPlan()/convPlan()/poolPlan(). Run functions return the C status (0, or
+ * into memory by sgemmPlan()/convPlan()/poolPlan() at the offsets the module's own oxk_layout()
+ * states (read at init: layout(), and layoutJSON() for Python; a module whose plan structs differ
+ * from the fields written here is refused). programRun() runs a compiled oxk_program. Run functions return the C status (0, or
  * OXK_EARG = -1 / OXK_ENOMEM = -2); when threads > 1 the C thread pool splits each kernel across
  * the workers (blocks of C for GEMM, panels/planes for conv and pools) with results bitwise equal
  * to one thread. See docs/providers/WASM.md.
@@ -27,15 +29,74 @@
   const WORKER_STACK = 1 << 20;      // bytes of stack per worker (the main instance has 1 MiB too)
   const MAX_AUTO_THREADS = 16;
 
-  // sizes and field offsets (bytes) of the plan structs on wasm32 (ints, floats, pointers: 4 bytes)
+  // The plan structs' fields as this runtime names them (camelCase); their offsets, sizes and
+  // kinds come from the module's own oxk_layout() table (layout.c), read at init.
   const SGEMM_FIELDS = ["transA", "transB", "N", "K", "alpha", "beta", "packA", "packB", "bias",
                         "biasKind", "act", "p0", "p1"];
-  const SGEMM_FLOATS = new Set(["alpha", "beta", "p0", "p1"]);
   const CONV_FIELDS = ["C", "H", "W", "Cout", "kh", "kw", "group", "sh", "sw", "dh", "dw", "pt", "pl",
                        "pb", "pr", "OH", "OW", "act", "path", "p0", "p1", "weight", "packW", "bias"];
-  const CONV_FLOATS = new Set(["p0", "p1"]);
   const POOL_FIELDS = ["H", "W", "kind", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "pb", "pr",
                        "countIncludePad", "OH", "OW"];
+  const C_NAME = {biasKind: "bias_kind", countIncludePad: "count_include_pad"};
+  const FLOATS = new Set(["alpha", "beta", "p0", "p1"]);
+  // oxk_field on wasm32: type, field (pointers), offset, size, kind (ints): 20 bytes
+  const FIELD_ROW = 20;
+
+  // The module's layout table: [[struct, field ("" for the struct's own row), offset, size, kind]].
+  function readLayout(exports, memory) {
+    const countPtr = exports.oxk_malloc(4);
+    const rows = [];
+    try {
+      const base = exports.oxk_layout(countPtr);
+      const count = new DataView(memory.buffer).getInt32(countPtr, true);
+      const dv = new DataView(memory.buffer);
+      const str = (p) => {
+        const b = new Uint8Array(memory.buffer, p);
+        let s = "";
+        for (let i = 0; b[i]; i++) s += String.fromCharCode(b[i]);
+        return s;
+      };
+      for (let i = 0; i < count; i++) {
+        const r = base + i * FIELD_ROW;
+        rows.push([str(dv.getUint32(r, true)), str(dv.getUint32(r + 4, true)), dv.getInt32(r + 8, true),
+                   dv.getInt32(r + 12, true), String.fromCharCode(dv.getInt32(r + 16, true))]);
+      }
+    } finally {
+      exports.oxk_free(countPtr);
+    }
+    if (!rows.length || rows[0][0] !== "oxk_field" || rows[0][3] !== FIELD_ROW)
+      throw new Error("onnxedge wasm: the module's oxk_layout() does not start with a " + FIELD_ROW +
+                      "-byte oxk_field row (got " + JSON.stringify(rows[0]) + ")");
+    return rows;
+  }
+
+  // {struct: {size, fields: {cName: {offset, size, kind}}, order: [cName]}} from the rows, and the
+  // plan structs checked against the fields this runtime writes (an Error names struct and field).
+  function structTable(rows) {
+    const t = {};
+    for (const [type, field, offset, size, kind] of rows) {
+      if (!field) t[type] = {size, fields: {}, order: []};
+      else if (t[type]) { t[type].fields[field] = {offset, size, kind}; t[type].order.push(field); }
+    }
+    for (const [name, fields] of [["oxk_sgemm_plan", SGEMM_FIELDS], ["oxk_conv_plan", CONV_FIELDS],
+                                  ["oxk_pool_plan", POOL_FIELDS]]) {
+      const s = t[name];
+      if (!s) throw new Error("onnxedge wasm: the module's layout has no struct " + name);
+      fields.forEach((f, i) => {
+        const c = C_NAME[f] || f, have = s.order[i], fd = s.fields[c];
+        const kinds = FLOATS.has(f) ? "f" : "ip";
+        if (have !== c || !fd || kinds.indexOf(fd.kind) < 0 || fd.size !== 4)
+          throw new Error("onnxedge wasm: layout of " + name + ": field " + i + " is " + JSON.stringify(have) +
+                          (fd ? " (kind " + fd.kind + ", " + fd.size + " bytes)" : "") + " in the module but " +
+                          JSON.stringify(c) + " in oxk.js");
+      });
+      if (s.order.length !== fields.length)
+        throw new Error("onnxedge wasm: layout of " + name + ": " + s.order.length + " fields in the module, " +
+                        fields.length + " in oxk.js");
+    }
+    return t;
+  }
+
   const DEFAULTS = {transA: 0, transB: 0, alpha: 1, beta: 0, packA: 0, packB: 0, bias: 0, biasKind: 0,
                     act: 0, p0: 0, p1: 0, group: 1, sh: 1, sw: 1, dh: 1, dw: 1, pt: 0, pl: 0, pb: 0,
                     pr: 0, path: 0, packW: 0, countIncludePad: 0};
@@ -108,6 +169,8 @@
       this.note = "";
       this.workers = [];
       this._init = null;
+      this._rows = null;
+      this._structs = null;
     }
 
     /** Load the module: {baseURL: folder of oxk.wasm/oxk-mt.wasm ("" = the page's), modules:
@@ -156,6 +219,8 @@
         this.exports = instance.exports;
         this.memory = instance.exports.memory;
       }
+      this._rows = readLayout(this.exports, this.memory);
+      this._structs = structTable(this._rows);
       this.threads = this.exports.oxk_set_num_threads(threads);
       console.log("onnxedge wasm SIMD kernels: " + this.note);
       return this;
@@ -242,19 +307,30 @@
     /** A fresh Uint8Array view of `nbytes` at `ptr` (valid until memory grows). */
     u8(ptr, nbytes) { return new Uint8Array(this.memory.buffer, ptr, nbytes); }
 
-    _struct(fields, floats, values) {
-      const ptr = this.alloc(fields.length * 4);
-      const dv = new DataView(this.memory.buffer, ptr, fields.length * 4);
-      fields.forEach((name, i) => {
-        let v = values[name];
-        if (v === undefined || v === null) v = DEFAULTS[name];
+    /** The module's struct layouts, as oxk_layout() states them: rows [struct, field ("" for the
+     * struct's own row), offset, size, kind ('i' int32, 'f' float32, 'p' pointer, 'z' size_t)]. */
+    layout() { return this._rows; }
+
+    /** layout() as a JSON string (what Python reads through Pyodide's bridge). */
+    layoutJSON() { return JSON.stringify(this._rows); }
+
+    _struct(name, fields, values) {
+      const s = this._structs[name];
+      const ptr = this.alloc(s.size);
+      const dv = new DataView(this.memory.buffer, ptr, s.size);
+      for (let i = 0; i < s.size; i++) dv.setUint8(i, 0);
+      fields.forEach((f) => {
+        let v = values[f];
+        if (v === undefined || v === null) v = DEFAULTS[f];
         if (typeof v === "bigint") v = Number(v);
         if (v === undefined) {
           this.free(ptr);
-          throw new Error("onnxedge wasm: plan field '" + name + "' is required");
+          throw new Error("onnxedge wasm: plan field '" + f + "' is required");
         }
-        if (floats.has(name)) dv.setFloat32(i * 4, v, true);
-        else dv.setInt32(i * 4, v, true);
+        const fd = s.fields[C_NAME[f] || f];
+        if (fd.kind === "f") dv.setFloat32(fd.offset, v, true);
+        else if (fd.kind === "p") dv.setUint32(fd.offset, v >>> 0, true);
+        else dv.setInt32(fd.offset, v, true);
       });
       return ptr;
     }
@@ -262,7 +338,7 @@
     /** An oxk_sgemm_plan: {N, K, transA, transB, alpha, beta, packA, packB, bias, biasKind, act,
      * p0, p1} (pointers as numbers; 0 = none; a JS object, a Map or a Python dict). Free it with
      * free(). */
-    sgemmPlan(p) { return this._struct(SGEMM_FIELDS, SGEMM_FLOATS, plain(p, SGEMM_FIELDS)); }
+    sgemmPlan(p) { return this._struct("oxk_sgemm_plan", SGEMM_FIELDS, plain(p, SGEMM_FIELDS)); }
 
     /** An oxk_conv_plan: {C, H, W, Cout, kh, kw, weight, group, sh, sw, dh, dw, pt, pl, pb, pr, act,
      * p0, p1, path, packW, bias, OH, OW} (OH/OW computed when left out). */
@@ -270,7 +346,7 @@
       const q = Object.assign({}, DEFAULTS, plain(p, CONV_FIELDS));
       if (q.OH === undefined) q.OH = outSize(q.H, q.kh, q.sh, q.dh, q.pt, q.pb);
       if (q.OW === undefined) q.OW = outSize(q.W, q.kw, q.sw, q.dw, q.pl, q.pr);
-      return this._struct(CONV_FIELDS, CONV_FLOATS, q);
+      return this._struct("oxk_conv_plan", CONV_FIELDS, q);
     }
 
     /** An oxk_pool_plan: {H, W, kind (0 max, 1 average), kh, kw, sh, sw, dh, dw, pt, pl, pb, pr,
@@ -279,7 +355,7 @@
       const q = Object.assign({}, DEFAULTS, plain(p, POOL_FIELDS));
       if (q.OH === undefined) q.OH = outSize(q.H, q.kh, q.sh, q.dh, q.pt, q.pb);
       if (q.OW === undefined) q.OW = outSize(q.W, q.kw, q.sw, q.dw, q.pl, q.pr);
-      return this._struct(POOL_FIELDS, new Set(), q);
+      return this._struct("oxk_pool_plan", POOL_FIELDS, q);
     }
 
     _packed(bytes, fn) {
@@ -322,6 +398,12 @@
 
     /** y[NC] = max (kind 0) or mean (kind 1) of each of NC planes of HW values of x. */
     globalPool(x, NC, HW, kind, y) { return this.exports.oxk_global_pool(x, NC, HW, kind, y); }
+
+    /** Run a compiled oxk_program (its struct at `program`): `inputs`/`outputs` point to arrays of
+     * pointers, `arena` to the program's scratch bytes; the C status. */
+    programRun(program, inputs, outputs, arena) {
+      return this.exports.oxk_program_run(program, inputs, outputs, arena);
+    }
   }
 
   const runtime = new Runtime();

@@ -4,35 +4,52 @@
 `globalThis.onnxedgeWasm` (web/wasm/oxk.js) through Pyodide's JS bridge: pointers are byte
 offsets into the module's own `WebAssembly.Memory`, and a tensor crosses in one bulk copy each
 way (a Uint8Array view's `assign` / `assign_to`; views are made per copy, as the memory may have
-grown). Plans are oxk.h's structs, written into wasm memory once (wasm32 layout: 4-byte ints,
-floats and pointers).
+grown). Plans and programs are oxk.h's structs, written into wasm memory once at the offsets the
+module's own `oxk_layout()` states (read when the module is wrapped; wasm32: 4-byte pointers) and
+checked against the fields the Python binding expects (onnxedge.oxk_layout: a module that
+disagrees is refused with a Fail naming the struct and the field).
 """
 from __future__ import annotations
 
-import struct
-from typing import Any, Optional, Sequence
+import json
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
+from onnxedge import oxk_layout
 from onnxedge.errors import Fail, InvalidArgument
 
-# oxk.h structs in wasm32 layout
-# sgemm: transA transB N K alpha beta packA packB bias bias_kind act p0 p1
-SGEMM_PLAN = struct.Struct("<4i2f3I2i2f")
-# conv: C H W Cout kh kw group sh sw dh dw pt pl pb pr OH OW act path p0 p1 weight packW bias
-CONV_PLAN = struct.Struct("<19i2f3I")
-# pool: H W kind kh kw sh sw dh dw pt pl pb pr count_include_pad OH OW
-POOL_PLAN = struct.Struct("<16i")
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
 CONV_AUTO = 0
 MAX, AVG = 0, 1
 
 
 class Kernels:
-    """What the provider needs of a kernel module (pointers are ints into its memory)."""
+    """What the provider needs of a kernel module (pointers are ints into its memory). A subclass
+    calls `set_layout` with the module's oxk_layout() rows before writing any struct."""
 
     threads = 1
     backend = "wasm32 simd128"
+    packer: Optional[oxk_layout.Packer] = None
+
+    def set_layout(self, rows: Sequence[oxk_layout.Row], where: str = "wasm kernel module") -> None:
+        """Take the module's layout table (oxk_layout() rows); Fail, naming struct and field, when
+        it disagrees with the binding's (onnxedge.oxk_layout.FIELDS)."""
+        table = oxk_layout.table_from_rows(tuple(r) for r in rows)
+        oxk_layout.check(table, where)
+        self.packer = oxk_layout.Packer(table)
+
+    @property
+    def layout(self) -> Dict[str, oxk_layout.Layout]:
+        """The module's struct layouts (oxk_layout.Layout per struct name)."""
+        if self.packer is None:
+            raise Fail("the kernel module's layout was not read (Kernels.set_layout)")
+        return self.packer.table
+
+    @property
+    def pointer_size(self) -> int:
+        """Bytes of a pointer in the module (4 on wasm32)."""
+        return self.packer.pointer_size if self.packer is not None else 4
 
     def alloc(self, nbytes: int) -> int:
         """A new block of at least `nbytes` (64-byte aligned); Fail when memory runs out."""
@@ -70,6 +87,10 @@ class Kernels:
         """oxk_global_pool."""
         raise NotImplementedError
 
+    def program_run(self, program: int, inputs: int, outputs: int, arena: int) -> int:
+        """oxk_program_run: the whole compiled program in one call (kernels split over the threads)."""
+        raise NotImplementedError
+
     # ---------------------------------------------------------------- helpers on top
     def put(self, array: np.ndarray) -> int:
         """A new block holding a copy of `array` (float32 C order)."""
@@ -79,12 +100,26 @@ class Kernels:
             self.write(ptr, a)
         return ptr
 
-    def put_struct(self, layout: struct.Struct, values: Sequence[Any]) -> int:
-        """A new block holding `values` packed as `layout` (an oxk.h plan)."""
-        raw = np.frombuffer(layout.pack(*values), np.uint8)
-        ptr = self.alloc(layout.size)
-        self.write(ptr, raw)
+    def put_bytes(self, raw: bytes) -> int:
+        """A new block holding `raw`."""
+        ptr = self.alloc(max(len(raw), 4))
+        if raw:
+            self.write(ptr, np.frombuffer(raw, np.uint8))
         return ptr
+
+    def put_struct(self, name: str, values: Sequence[Any]) -> int:
+        """A new block holding oxk.h struct `name` with `values` (oxk_layout.FIELDS order), packed
+        with the module's own layout."""
+        return self.put_bytes(self._packer().pack(name, values))
+
+    def put_structs(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+        """A new block holding an array of struct `name`, one element per row."""
+        return self.put_bytes(self._packer().pack_array(name, rows))
+
+    def _packer(self) -> oxk_layout.Packer:
+        if self.packer is None:
+            raise Fail("the kernel module's layout was not read (Kernels.set_layout)")
+        return self.packer
 
     def check(self, rc: int, what: str) -> None:
         """Raise the project's error for a kernel's non-zero return code."""
@@ -105,6 +140,7 @@ class JsKernels(Kernels):
         # the exports object is never proxied into Python: Pyodide 0.17 fails on objects without
         # a prototype (it reads their constructor's name), so exports are called from JS
         self._call = js.Function.new("rt", "name", "...args", "return rt.exports[name](...args);")
+        self.set_layout(json.loads(str(module.layoutJSON())))
 
     def alloc(self, nbytes: int) -> int:
         ptr = int(self.module.alloc(int(nbytes))) & 0xFFFFFFFF
@@ -139,6 +175,9 @@ class JsKernels(Kernels):
     def global_pool(self, x: int, nc: int, hw: int, kind: int, y: int) -> int:
         return int(self.module.globalPool(x, nc, hw, kind, y))
 
+    def program_run(self, program: int, inputs: int, outputs: int, arena: int) -> int:
+        return int(self.module.programRun(program, inputs, outputs, arena))
+
 
 _CURRENT: list = []
 
@@ -164,5 +203,5 @@ def install(kernels: Optional[Kernels]) -> None:
     _CURRENT[:] = [kernels] if kernels is not None else []
 
 
-__all__ = ["Kernels", "JsKernels", "current", "install", "SGEMM_PLAN", "CONV_PLAN", "POOL_PLAN",
+__all__ = ["Kernels", "JsKernels", "current", "install",
            "BIAS_NONE", "BIAS_ROW", "BIAS_COL", "CONV_AUTO", "MAX", "AVG"]

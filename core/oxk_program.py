@@ -1,0 +1,511 @@
+"""Compiles a group of nodes into one C-engine program (oxk.h `oxk_program`), for every transport.
+
+The binding's transport-independent half (issue #16): a provider runs a group node by node once per
+input-shape signature, recording every value's dtype and shape (`record_values`); `ProgramCache.build`
+then turns the nodes into instructions (opcode, argument struct, slots) and plans one arena from the
+recorded shapes (a buffer is reused once its last reader has run). Where the structs and constants
+go is the transport's business: a `Target` writes them (ctypes natively, wasm memory in the page,
+with the layouts the library itself exports: onnxedge.oxk_layout) and the provider runs the
+result with one `oxk_program_run` call. Node kinds whose plans come from the provider's per-node
+kernels (Gemm, Conv, pools) are emitted by the provider's own emitters; the others (activations,
+binary ops, Softmax, global pools, views, MatMul with a computed B) are emitted here.
+Pure Python: the page runs it.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from onnxedge import fused_ops, ir
+from onnxedge.errors import OnnxEdgeError
+
+F32 = np.dtype(np.float32)
+MAX_PROGRAMS = 32    # programs kept per group (one per input-shape signature)
+PARAM_MAX = 64       # a run-time parameter input (Reshape's shape, Clip's bounds) up to this size
+ALIGN = 64           # arena offsets, bytes
+# Inputs read as parameters, not data: their values are baked into the program, so a
+# non-constant one is part of the signature.
+PARAM_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Clip": (1, 2)}
+VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+ACTS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
+# Program opcodes, slot kinds and binary ops (oxk.h OXK_OP_*, OXK_SLOT_*, OXK_BIN_*).
+OP_SGEMM, OP_CONV2D, OP_POOL2D, OP_GLOBAL_POOL, OP_ACT, OP_BINARY, OP_SOFTMAX, OP_LOGSOFTMAX, OP_COPY = \
+    range(1, 10)
+SLOT_INPUT, SLOT_OUTPUT, SLOT_ARENA, SLOT_CONST = range(4)
+BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3}
+ACT_CODES = dict(fused_ops.C_CODES)   # activation name -> OXK_ACT_* code
+Record = Dict[str, Tuple[np.dtype, Tuple[int, ...], Optional[np.ndarray]]]
+
+
+class Unsupported(Exception):
+    """A node this signature's program cannot take; the message says why."""
+
+
+class Target:
+    """Where one program's structs and constants live (a transport's side of the binding); it
+    keeps them until `release`. Addresses are ints (0: NULL)."""
+
+    def struct(self, name: str, values: Sequence[Any]) -> int:
+        """Write oxk.h struct `name` with `values` (oxk_layout.FIELDS order); its address."""
+        raise NotImplementedError
+
+    def array(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Write an array of struct `name`, one element per row; its address."""
+        raise NotImplementedError
+
+    def const(self, array: np.ndarray) -> int:
+        """The address of a float32 C-contiguous copy (or the array itself) the program reads."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Give back what the program's structs and constants hold (the program is dropped)."""
+
+
+class Buf:
+    """A float32 buffer of the program: an input, a constant, an output or arena bytes."""
+
+    def __init__(self, kind: int, nbytes: int, index: int = 0, data: Any = None, born: int = -1):
+        self.kind, self.nbytes, self.index, self.data, self.born = kind, nbytes, index, data, born
+        self.last = born          # index of the last node reading it
+        self.offset = 0
+        self.slot = -1
+
+
+def record_values(env: Dict[str, Any], names: Sequence[str], rec: Record) -> None:
+    """Note dtype, shape (and small values: parameters) of every array among `names`."""
+    for n in names:
+        v = env.get(n) if n else None
+        if isinstance(v, np.ndarray) and n not in rec:
+            rec[n] = (v.dtype, v.shape, v.copy() if v.size <= PARAM_MAX else None)
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> Optional[Tuple[int, ...]]:
+    """numpy's broadcast of two shapes, None when they do not broadcast."""
+    rank = max(len(a), len(b))
+    a = [1] * (rank - len(a)) + [int(d) for d in a]
+    b = [1] * (rank - len(b)) + [int(d) for d in b]
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        return None
+    return tuple(y if x == 1 else x for x, y in zip(a, b))
+
+
+def fold_broadcast(a: Sequence[int], b: Sequence[int], out: Sequence[int]
+                   ) -> Optional[Tuple[int, ...]]:
+    """oxk_binary_args' (d0, d1, d2, sa0, sa1, sa2, sb0, sb1, sb2) for a op b -> out under numpy
+    broadcasting: the output's axes folded into at most 3 runs along which each operand is either
+    read or repeated (stride 0); None when more runs are needed."""
+    rank = len(out)
+    a = [1] * (rank - len(a)) + [int(d) for d in a]
+    b = [1] * (rank - len(b)) + [int(d) for d in b]
+    runs: List[List[int]] = []   # [size, a present, b present]
+    for d, da, db in zip(out, a, b):
+        d = int(d)
+        if d == 1:
+            continue
+        key = [int(da == d), int(db == d)]
+        if runs and runs[-1][1:] == key:
+            runs[-1][0] *= d
+        else:
+            runs.append([d] + key)
+    if len(runs) > 3:
+        return None
+    runs = [[1, 0, 0]] * (3 - len(runs)) + runs
+    dims = [r[0] for r in runs]
+    strides: List[int] = []
+    for col in (1, 2):
+        st, acc = [0, 0, 0], 1
+        for i in (2, 1, 0):
+            if runs[i][col]:
+                st[i] = acc
+                acc *= dims[i]
+        strides += st
+    return tuple(dims) + tuple(strides)
+
+
+class Builder:
+    """Turns the group's nodes into instructions over buffers for one recorded signature."""
+
+    def __init__(self, target: Target, rec: Record, consts: Dict[str, np.ndarray],
+                 inputs: Sequence[str], opsets: Dict[str, int]):
+        self.target, self.rec, self.consts, self.opsets = target, rec, consts, opsets
+        self.bufs: List[Buf] = []
+        self.of: Dict[str, Buf] = {}      # value name -> its buffer (views share)
+        self.in_names: List[str] = []
+        self.instrs: List[Tuple[int, int, int, Tuple[Optional[Buf], ...]]] = []
+        self.keep: List[Any] = []          # provider objects the program's pointers lead into
+        self.k = 0
+        self.group_inputs = set(inputs)
+
+    def struct(self, name: str, *values: Any) -> int:
+        """Write an argument struct through the target; its address."""
+        return self.target.struct(name, values)
+
+    def shape(self, name: str) -> Tuple[int, ...]:
+        """The recorded shape of value `name` (Unsupported when it was not an array)."""
+        if name not in self.rec:
+            raise Unsupported("value %r was not recorded (not an array)" % name)
+        return tuple(int(d) for d in self.rec[name][1])
+
+    def read(self, name: str) -> Buf:
+        """The buffer of float32 value `name` (an input or constant on first sight), read by the
+        current node."""
+        buf = self.of.get(name)
+        if buf is None:
+            if name not in self.group_inputs:
+                raise Unsupported("value %r has no buffer" % name)
+            dtype = self.rec[name][0] if name in self.rec else None
+            if dtype != F32:
+                raise Unsupported("input %r is %s; programs move float32 values" % (name, dtype))
+            c = self.consts.get(name)
+            if c is not None:
+                c = np.ascontiguousarray(c, F32)
+                buf = Buf(SLOT_CONST, c.nbytes, data=self.target.const(c))
+            else:
+                buf = Buf(SLOT_INPUT, 4 * int(np.prod(self.shape(name))), index=len(self.in_names))
+                self.in_names.append(name)
+            self.bufs.append(buf)
+            self.of[name] = buf
+        buf.last = max(buf.last, self.k)
+        return buf
+
+    def write(self, name: str) -> Buf:
+        """A new arena buffer for the current node's float32 output `name`."""
+        if self.rec.get(name, (None,))[0] != F32:
+            raise Unsupported("output %r is %s; programs make float32 values"
+                              % (name, self.rec.get(name, (None,))[0]))
+        buf = Buf(SLOT_ARENA, 4 * int(np.prod(self.shape(name))), born=self.k)
+        self.bufs.append(buf)
+        self.of[name] = buf
+        return buf
+
+    def temp(self, nbytes: int) -> Buf:
+        """An arena buffer that lives only within the current node."""
+        buf = Buf(SLOT_ARENA, nbytes, born=self.k)
+        self.bufs.append(buf)
+        return buf
+
+    def param(self, name: str) -> Optional[np.ndarray]:
+        """A parameter input's value (constant, or recorded: it is in the signature)."""
+        if not name:
+            return None
+        if name in self.consts:
+            return np.asarray(self.consts[name])
+        v = self.rec.get(name, (None, None, None))[2]
+        if v is None:
+            raise Unsupported("parameter input %r is not a small array" % name)
+        return v
+
+    def emit(self, op: int, n: int, args: int, a: Optional[Buf], b: Optional[Buf], y: Buf) -> None:
+        """Append an instruction: opcode, count, argument struct address (0: none), slots."""
+        self.instrs.append((op, n, int(args or 0), (a, b, y)))
+
+
+Emitter = Callable[[Builder, ir.Node, Any], None]
+
+# ----------------------------------------------------------------------------- emitters
+
+
+def emit_matmul(bd: Builder, node: ir.Node) -> None:
+    """MatMul with both operands in the program (B computed at run time): a plan without packed B,
+    batches of equal batch dimensions."""
+    an, bn = node.inputs[0], node.inputs[1]
+    shape, bshape = bd.shape(an), bd.shape(bn)
+    if len(shape) < 2 or len(bshape) < 2 or shape[-1] != bshape[-2]:
+        raise Unsupported("MatMul of shapes %s and %s" % (shape, bshape))
+    M, K, N = shape[-2], shape[-1], bshape[-1]
+    if len(bshape) == 2:
+        batch, M, sb = 1, int(np.prod(shape[:-1])), 0
+    elif shape[:-2] == bshape[:-2]:
+        batch, sb = int(np.prod(shape[:-2])), K * N
+    else:
+        raise Unsupported("MatMul's batch dimensions %s and %s differ (broadcast batches run node "
+                          "by node)" % (shape[:-2], bshape[:-2]))
+    if M == 0 or K == 0 or N == 0:
+        raise Unsupported("an empty GEMM")
+    plan = bd.struct("oxk_sgemm_plan", 0, 0, N, K, 1.0, 0.0, 0, 0, 0, 0, 0, 0.0, 0.0)
+    args = bd.struct("oxk_gemm_args", plan, batch, M * K, sb, M * N)
+    bd.emit(OP_SGEMM, M, args, bd.read(an), bd.read(bn), bd.write(node.outputs[0]))
+
+
+def emit_gemm_plan(bd: Builder, node: ir.Node, plan: int, K: int, N: int, trans_a: bool) -> None:
+    """A Gemm/MatMul whose plan (packed B, bias, activation) the provider bound once: M rows."""
+    an = node.inputs[0]
+    shape = bd.shape(an)
+    if node.op_type in ("Gemm", "FusedGemm"):
+        if len(shape) != 2 or shape[0 if trans_a else 1] != K:
+            raise Unsupported("A of shape %s does not fit the plan (K=%d)" % (shape, K))
+        M = shape[1] if trans_a else shape[0]
+    else:
+        if not shape or shape[-1] != K:
+            raise Unsupported("A of shape %s does not fit the plan (K=%d)" % (shape, K))
+        M = int(np.prod(shape)) // K if K else 0
+    if M == 0 or K == 0 or N == 0:
+        raise Unsupported("an empty GEMM")
+    args = bd.struct("oxk_gemm_args", plan, 1, 0, 0, 0)
+    bd.emit(OP_SGEMM, M, args, bd.read(an), None, bd.write(node.outputs[0]))
+
+
+def emit_conv_sum(bd: Builder, node: ir.Node, plain_plan: int, count: int, oshape: Tuple[int, ...],
+                  z: str, act: str, p0: float, p1: float) -> None:
+    """FusedConv with Z: conv + bias (no activation, `plain_plan`) into a temporary, + Z, then the
+    activation `act` ("" for none) with its epilogue parameters."""
+    folded = fold_broadcast(bd.shape(z), oshape, oshape)
+    if folded is None or broadcast_shape(bd.shape(z), oshape) != tuple(oshape):
+        raise Unsupported("Z of shape %s does not broadcast to the output %s" % (bd.shape(z), oshape))
+    x = bd.read(node.inputs[0])
+    t = bd.temp(4 * int(np.prod(oshape)))
+    bd.emit(OP_CONV2D, count, plain_plan, x, None, t)
+    zb = bd.read(z)
+    y = bd.write(node.outputs[0])
+    bd.emit(OP_BINARY, 0, bd.struct("oxk_binary_args", BINARY_OPS["Add"], *folded), zb, t, y)
+    if act:
+        bd.emit(OP_ACT, int(np.prod(oshape)), bd.struct("oxk_epilogue", ACT_CODES[act], p0, p1), y, None, y)
+
+
+def emit_global_pool(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """GlobalAveragePool / GlobalMaxPool over every axis after the first two."""
+    shape = bd.shape(node.inputs[0])
+    if len(shape) < 3 or 0 in shape:
+        raise Unsupported("global pool of shape %s" % (shape,))
+    args = bd.struct("oxk_global_pool_args", 0 if "Max" in node.op_type else 1, int(np.prod(shape[2:])))
+    bd.emit(OP_GLOBAL_POOL, shape[0] * shape[1], args, bd.read(node.inputs[0]), None,
+            bd.write(node.outputs[0]))
+
+
+def emit_act(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """Relu / LeakyRelu / Sigmoid / Tanh / Clip (scalar bounds, constant or in the signature)."""
+    op, a = node.op_type, node.attributes
+    p0 = p1 = 0.0
+    if op == "LeakyRelu":
+        p0 = float(a.get("alpha", 0.01))
+    elif op == "Clip":
+        lo, hi = float(a.get("min", -np.inf)), float(a.get("max", np.inf))
+        ins = list(node.inputs) + ["", ""]
+        for i, name in ((1, ins[1]), (2, ins[2])):
+            v = bd.param(name)
+            if v is not None:
+                if v.size != 1:
+                    raise Unsupported("Clip bound %r is not a scalar" % name)
+                if i == 1:
+                    lo = float(v.reshape(()))
+                else:
+                    hi = float(v.reshape(()))
+        p0, p1 = min(lo, hi), hi   # min > max: every value is max (as max(min(x, ...)) gives)
+    args = bd.struct("oxk_epilogue", ACT_CODES[op], p0, p1)
+    x = bd.read(node.inputs[0])
+    bd.emit(OP_ACT, int(np.prod(bd.shape(node.inputs[0]))), args, x, None, bd.write(node.outputs[0]))
+
+
+def emit_binary(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """Add / Sub / Mul / Div when the broadcast folds into three axes."""
+    sa, sb = bd.shape(node.inputs[0]), bd.shape(node.inputs[1])
+    out = bd.shape(node.outputs[0])
+    folded = fold_broadcast(sa, sb, out)
+    if folded is None:
+        raise Unsupported("the broadcast of %s and %s needs more than 3 axes" % (sa, sb))
+    args = bd.struct("oxk_binary_args", BINARY_OPS[node.op_type], *folded)
+    bd.emit(OP_BINARY, 0, args, bd.read(node.inputs[0]), bd.read(node.inputs[1]), bd.write(node.outputs[0]))
+
+
+def emit_softmax(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """Softmax / LogSoftmax over the last axis (opset >= 13), or the 2-D flattening before it."""
+    shape = bd.shape(node.inputs[0])
+    rank = len(shape)
+    opset = bd.opsets.get(node.domain, 13)
+    axis = int(node.attributes.get("axis", -1 if opset >= 13 else 1))
+    axis = axis + rank if axis < 0 else axis
+    if opset >= 13 and axis != rank - 1:
+        raise Unsupported("axis %d is not the last axis" % axis)
+    cols = int(np.prod(shape[axis:])) if rank else 1
+    rows = int(np.prod(shape)) // cols if cols else 0
+    args = bd.struct("oxk_softmax_args", cols)
+    op = OP_LOGSOFTMAX if node.op_type == "LogSoftmax" else OP_SOFTMAX
+    bd.emit(op, rows, args, bd.read(node.inputs[0]), None, bd.write(node.outputs[0]))
+
+
+def emit_view(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """Reshape / Flatten / Squeeze / Unsqueeze / Identity: the output shares the input's buffer."""
+    for i in PARAM_INPUTS.get(node.op_type, ()):
+        if i < len(node.inputs):
+            bd.param(node.inputs[i])   # refuses a large computed parameter
+    out = node.outputs[0]
+    if bd.rec.get(out, (None,))[0] != F32:
+        raise Unsupported("output %r is not float32" % out)
+    bd.of[out] = bd.read(node.inputs[0])
+
+
+# The emitters of ops whose instructions need nothing of the provider's per-node kernels.
+EMIT: Dict[str, Emitter] = {"GlobalAveragePool": emit_global_pool, "GlobalMaxPool": emit_global_pool,
+                            "Add": emit_binary, "Sub": emit_binary, "Mul": emit_binary, "Div": emit_binary,
+                            "Softmax": emit_softmax, "LogSoftmax": emit_softmax}
+EMIT.update({op: emit_act for op in ACTS})
+EMIT.update({op: emit_view for op in VIEWS})
+
+
+# ----------------------------------------------------------------------------- the program
+
+def _aligned(nbytes: int) -> int:
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN
+
+
+def plan_arena(bufs: List[Buf], n_nodes: int) -> int:
+    """Offsets for the arena buffers, in node order: a node's outputs are placed (first fit)
+    before the buffers its inputs die with are released. Returns the arena's size in bytes."""
+    born: Dict[int, List[Buf]] = {}
+    dies: Dict[int, List[Buf]] = {}
+    for b in bufs:
+        if b.kind == SLOT_ARENA:
+            born.setdefault(b.born, []).append(b)
+            dies.setdefault(max(b.last, b.born), []).append(b)
+    free: List[Tuple[int, int]] = []    # (offset, size), sorted by offset
+    top = 0
+    for k in range(n_nodes):
+        for b in born.get(k, ()):
+            need = _aligned(b.nbytes)
+            for i, (off, size) in enumerate(free):
+                if size >= need:
+                    b.offset = off
+                    free[i:i + 1] = [(off + need, size - need)] if size > need else []
+                    break
+            else:
+                b.offset, top = top, top + need
+        for b in dies.get(k, ()):
+            free.append((b.offset, _aligned(b.nbytes)))
+            free.sort()
+            merged: List[Tuple[int, int]] = []
+            for off, size in free:
+                if merged and merged[-1][0] + merged[-1][1] == off:
+                    merged[-1] = (merged[-1][0], merged[-1][1] + size)
+                else:
+                    merged.append((off, size))
+            free = merged
+    return top
+
+
+class Compiled:
+    """One compiled program for one signature: the address of its oxk_program (in the target),
+    the arena size, the group inputs it reads (in order), each output's float count and how each
+    exported value comes out of it: (name, output index, shape)."""
+
+    def __init__(self, bd: Builder, exported: Sequence[str], n_nodes: int):
+        outs: List[Buf] = []
+        self.exports: List[Tuple[str, int, Tuple[int, ...]]] = []
+        for name in exported:
+            buf = bd.of.get(name)
+            if buf is None:
+                raise Unsupported("exported value %r has no buffer" % name)
+            if buf.kind in (SLOT_INPUT, SLOT_CONST):   # a view of a feed or a weight: copied out
+                bd.k = n_nodes
+                src = buf
+                buf = Buf(SLOT_ARENA, src.nbytes, born=n_nodes)
+                bd.bufs.append(buf)
+                bd.emit(OP_COPY, src.nbytes // 4, 0, src, None, buf)
+                bd.of[name] = buf
+            if buf.kind == SLOT_ARENA:
+                buf.kind, buf.index = SLOT_OUTPUT, len(outs)
+                outs.append(buf)
+            self.exports.append((name, buf.index, bd.shape(name)))
+        self.out_sizes = [b.nbytes // 4 for b in outs]
+        self.in_sizes = [b.nbytes // 4 for b in sorted((b for b in bd.bufs if b.kind == SLOT_INPUT),
+                                                         key=lambda b: b.index)]
+        self.arena_bytes = plan_arena(bd.bufs, n_nodes + 1)
+        used = [b for b in bd.bufs if any(b is s for ins in bd.instrs for s in ins[3])]
+        for i, b in enumerate(used):
+            b.slot = i
+        t = bd.target
+        slots = t.array("oxk_slot", [(b.kind, b.index, b.offset, b.data) for b in used])
+        instrs = t.array("oxk_instr", [(op, n, args, tuple(-1 if s is None else s.slot for s in sl))
+                                       for op, n, args, sl in bd.instrs])
+        self.addr = t.struct("oxk_program", (len(bd.instrs), len(used), instrs, slots))
+        self.target = t
+        self.keep = bd.keep
+        self.in_names = list(bd.in_names)
+        self.n_instr = len(bd.instrs)
+
+
+class ProgramCache:
+    """The programs of one group, one per input-shape signature (bounded: MAX_PROGRAMS; an evicted
+    program's target is released). `emit` maps op types to emitters (EMIT plus the provider's own);
+    `new_target()` makes the target one program writes into; `finish(compiled)` wraps a compiled
+    program for the provider (what `get` returns)."""
+
+    def __init__(self, nodes: Sequence[ir.Node], runs: Sequence[Any], inputs: Sequence[str],
+                 exported: Sequence[str], consts: Dict[str, np.ndarray], opsets: Dict[str, int],
+                 emit: Dict[str, Emitter], new_target: Callable[[], Target],
+                 finish: Optional[Callable[[Compiled], Any]] = None):
+        self.nodes, self.runs = list(nodes), list(runs)
+        self.inputs, self.exported, self.consts, self.opsets = list(inputs), list(exported), consts, opsets
+        self.emitters, self.new_target = emit, new_target
+        self.finish = finish or (lambda c: c)
+        params = {n.inputs[i] for n in self.nodes for i in PARAM_INPUTS.get(n.op_type, ())
+                  if i < len(n.inputs) and n.inputs[i]}
+        self.dynamic = [(name, name in params) for name in self.inputs if name not in consts]
+        self.programs: "OrderedDict[Tuple[Any, ...], Any]" = OrderedDict()
+        self.refusals: Dict[Tuple[Any, ...], str] = {}
+        self.enabled = all(n.op_type in emit for n in self.nodes)
+        self._lock = threading.Lock()
+
+    def signature(self, env: Dict[str, Any]) -> Optional[Tuple[Any, ...]]:
+        """The key of this run's program: dtype and shape of every non-constant input, and the
+        values of parameter inputs; None when the group cannot have a program."""
+        if not self.enabled:
+            return None
+        key: List[Any] = []
+        for name, is_param in self.dynamic:
+            v = env.get(name)
+            if type(v) is not np.ndarray:
+                return None
+            if is_param:
+                if v.size > PARAM_MAX:
+                    return None
+                key.append((v.dtype.str, v.shape, v.tobytes()))
+            else:
+                key.append((v.dtype.num, v.shape))
+        return tuple(key)
+
+    def get(self, sig: Tuple[Any, ...]) -> Any:
+        """The program for `sig`, None when the signature has none, False when not built yet."""
+        return self.programs.get(sig, False)
+
+    def build(self, sig: Tuple[Any, ...], rec: Record) -> Any:
+        """Compile the program for `sig` from one node-by-node run's record; cache it (or the
+        refusal: None)."""
+        prog: Any = None
+        target = self.new_target()
+        bd = Builder(target, rec, self.consts, self.inputs, self.opsets)
+        try:
+            for k, (node, run) in enumerate(zip(self.nodes, self.runs)):
+                bd.k = k
+                self.emitters[node.op_type](bd, node, run)
+            prog = self.finish(Compiled(bd, self.exported, len(self.nodes)))
+        except Unsupported as e:
+            self.refusals[sig] = "%s: %s" % (self.nodes[bd.k].describe() if bd.k < len(self.nodes)
+                                             else "an exported value", e)
+        except OnnxEdgeError as e:   # a plan the kernels refuse: node by node it is
+            self.refusals[sig] = "%s: %s" % (self.nodes[min(bd.k, len(self.nodes) - 1)].describe(), e)
+        if prog is None:
+            target.release()
+        with self._lock:
+            if len(self.programs) >= MAX_PROGRAMS:
+                _, old = self.programs.popitem(last=False)
+                if old is not None:
+                    old.target.release()
+            self.programs[sig] = prog
+        return prog
+
+    def release(self) -> None:
+        """Release every program's target (the group is dropped)."""
+        with self._lock:
+            for p in self.programs.values():
+                if p is not None:
+                    p.target.release()
+            self.programs.clear()
+
+
+__all__ = ["ACTS", "ALIGN", "BINARY_OPS", "Buf", "Builder", "Compiled", "EMIT", "Emitter", "MAX_PROGRAMS",
+           "PARAM_INPUTS", "ProgramCache", "Record", "Target", "Unsupported", "VIEWS", "broadcast_shape",
+           "emit_act", "emit_binary", "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul",
+           "emit_softmax", "emit_view", "fold_broadcast", "plan_arena", "record_values"]
