@@ -53,6 +53,9 @@ class SessionOptions:
     larger requests raise RuntimeException before allocating. Default: half the physical memory.
     "session.run_timeout_ms": a time limit for each `run` (0: none; RunOptions.run_timeout_ms
     overrides it per run); a run past it raises RuntimeException.
+    "session.cpu_engine": "1" puts onnxedge's C engine (the native kernel library) in front of
+    the CPU provider wherever it is available, for the nodes it claims, without naming it in
+    `providers`; "0" (the default for now) keeps the numpy kernels alone.
     """
 
     def __init__(self) -> None:
@@ -165,6 +168,31 @@ def load(source: ModelSource) -> ir.Model:
         raise NoModel("no model given: pass a path, bytes or an onnxedge.ir.Model")
     from . import model_io
     return model_io.load(source)
+
+
+CPU_ENGINE_KEY = "session.cpu_engine"
+
+
+def _config_flag(opts: "SessionOptions", key: str, default: bool) -> bool:
+    """A "0"/"1" session config entry (InvalidArgument for anything else)."""
+    value = opts._config.get(key)
+    if value is None:
+        return default
+    if value not in ("0", "1"):
+        raise InvalidArgument("session config entry %r must be '0' or '1', got %r" % (key, value))
+    return value == "1"
+
+
+def _with_cpu_engine(requested: List[Tuple[str, Dict[str, Any]]]
+                     ) -> List[Tuple[str, Dict[str, Any]]]:
+    """`requested` with the C engine's provider just before the CPU provider, when the machine
+    has one and the list does not name it already (the default path of #16)."""
+    engine = discovery.cpu_engine()
+    names = [name for name, _ in requested]
+    if engine is None or engine in names:
+        return requested
+    at = names.index("CPUExecutionProvider") if "CPUExecutionProvider" in names else len(names)
+    return requested[:at] + [(engine, {})] + requested[at:]
 
 
 def _normalize_providers(providers: Optional[Sequence[Any]],
@@ -355,7 +383,10 @@ class InferenceSession:
     def set_providers(self, providers: Optional[Sequence[Any]] = None,
                       provider_options: Optional[Sequence[Dict[str, Any]]] = None) -> None:
         """Choose the providers again (as in the constructor) and re-partition the model."""
-        self._providers = self._create_providers(_normalize_providers(providers, provider_options),
+        requested = _normalize_providers(providers, provider_options)
+        if _config_flag(self._sess_options, CPU_ENGINE_KEY, False):
+            requested = _with_cpu_engine(requested)
+        self._providers = self._create_providers(requested,
                                                  int(self._sess_options.intra_op_num_threads or 0))
         if not self._facts_known and any(p.name != "CPUExecutionProvider" for p in self._providers):
             self._ctx.facts = facts.infer(self._model.graph, self._ctx.opsets)

@@ -10,7 +10,7 @@ import importlib
 import os
 import sys
 import warnings
-from typing import Any, Dict, List, Type
+from typing import Any, Dict, List, Optional, Type
 
 from ..errors import EPFail
 from .base import ExecutionProvider
@@ -184,6 +184,23 @@ def available_providers() -> List[str]:
             names.append(name)
     order = {n: i for i, n in enumerate(KNOWN)}
     return sorted(names, key=lambda n: (order.get(n, len(KNOWN) - 1.5), n))
+
+
+def cpu_engine() -> Optional[str]:
+    """The provider that runs onnxedge's C engine on this machine (a class with `cpu_engine =
+    True` that is available here: the native library on x86-64 / aarch64, the wasm module in a
+    page), or None. Sessions put it in front of the CPU provider unless the session config entry
+    "session.cpu_engine" is "0"."""
+    for name in KNOWN:
+        cls = provider_classes().get(name)
+        if cls is None or not getattr(cls, "cpu_engine", False):
+            continue
+        try:
+            if cls.is_available():
+                return name
+        except Exception:
+            continue
+    return None
 
 
 def create(name: str, options: dict) -> ExecutionProvider:

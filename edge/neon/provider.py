@@ -42,6 +42,7 @@ class NeonExecutionProvider(ExecutionProvider):
     """onnxedge's C kernels (NEON / host SIMD) for the compute-heavy ops; CPU takes the rest."""
 
     name = "NeonExecutionProvider"
+    cpu_engine = True   # sessions put it before the CPU provider (session.cpu_engine)
     OPTIONS = ("intra_op_num_threads", "library", "library_path", "programs")
 
     def __init__(self, options: Optional[Dict[str, Any]] = None):

@@ -1,0 +1,56 @@
+"""The session config entry "session.cpu_engine": "1" puts the C engine (NeonExecutionProvider,
+the native kernel library) in front of the CPU provider without the caller naming it; "0" (the
+default this round) keeps numpy alone."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from neon_helpers import REPO, ensure_built
+
+ensure_built()
+
+import onnxedge  # noqa: E402
+
+NEON = "NeonExecutionProvider"
+
+sys.path.insert(0, REPO)
+from benchmarks import models  # noqa: E402
+
+
+def _options(value=None):
+    so = onnxedge.SessionOptions()
+    if value is not None:
+        so.add_session_config_entry("session.cpu_engine", value)
+    return so
+
+
+@pytest.mark.parametrize("providers", [None, ["CPUExecutionProvider"], ["cpu"]])
+def test_engine_runs_what_it_claims_when_asked(providers):
+    m = models.build("mlp").SerializeToString()
+    feeds = models.make_inputs("mlp")
+    sess = onnxedge.InferenceSession(m, _options("1"), providers=providers)
+    assert [p.name for p in sess.providers] == [NEON, "CPUExecutionProvider"]
+    assert {r["provider"] for r in sess.partition_report()} == {NEON}
+    numpy_only = onnxedge.InferenceSession(m, _options("0"), providers=providers)
+    assert [r["provider"] for r in numpy_only.partition_report()] == \
+        ["CPUExecutionProvider"] * len(numpy_only.partition_report())
+    want = numpy_only.run(None, feeds)[0].astype(np.float64)
+    for _ in range(2):   # the second run goes through the compiled program
+        got = sess.run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_default_keeps_numpy_alone_and_engine_is_not_added_twice():
+    m = models.build("mlp").SerializeToString()
+    assert onnxedge.InferenceSession(m).get_providers() == ["CPUExecutionProvider"]
+    sess = onnxedge.InferenceSession(m, _options("1"), providers=[NEON, "CPUExecutionProvider"])
+    assert [p.name for p in sess.providers] == [NEON, "CPUExecutionProvider"]
+
+
+def test_a_bad_value_is_refused():
+    m = models.build("mlp").SerializeToString()
+    with pytest.raises(onnxedge.InvalidArgument, match="session.cpu_engine"):
+        onnxedge.InferenceSession(m, _options("yes"))
