@@ -28,7 +28,10 @@ if ROOT not in sys.path:
 from benchmarks import models  # noqa: E402
 
 HERE = os.path.join(ROOT, "benchmarks")
-ENGINES = ("onnxruntime", "onnxedge")
+ENGINES = ("onnxruntime", "onnxedge", "onnxedge-engine")
+# onnxedge with its C engine in front of the numpy kernels (session.cpu_engine = "1"); left out
+# where the engine's library is not available
+ENGINE = "onnxedge-engine"
 THREADS = ("1", "default")
 BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -40,10 +43,18 @@ def _session(engine: str, path: str, threads: str):
     else:
         import onnxedge as rt
     opts = rt.SessionOptions()
+    if engine == ENGINE:
+        opts.add_session_config_entry("session.cpu_engine", "1")
     if threads != "default":
         opts.intra_op_num_threads = int(threads)
         opts.inter_op_num_threads = int(threads)
     return rt.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _engine_available() -> bool:
+    """True where onnxedge's C engine (its native kernel library) loads."""
+    from onnxedge.providers import discovery
+    return discovery.cpu_engine() is not None
 
 
 def _peak_rss_mb() -> Optional[float]:
@@ -138,13 +149,18 @@ def _ratios(results: List[Dict[str, object]]) -> Dict[str, Dict[str, Optional[fl
     by_key = {(r["model"], r["engine"], r["threads"]): r for r in results}
     ratios: Dict[str, Dict[str, Optional[float]]] = {}
     for r in results:
-        if r["engine"] != "onnxedge":
+        if r["engine"] == "onnxruntime":
             continue
         ref = by_key.get((r["model"], "onnxruntime", r["threads"]), {})
         ok = "median_ms" in r and "median_ms" in ref
-        ratios.setdefault(r["model"], {})[r["threads"]] = (
+        ratios.setdefault(r["model"], {})[_series(r["engine"], r["threads"])] = (
             r["median_ms"] / ref["median_ms"] if ok else None)
     return ratios
+
+
+def _series(engine: str, threads: str) -> str:
+    """A ratio's key: the thread setting, plus " engine" for onnxedge with its C engine."""
+    return threads + (" engine" if engine == ENGINE else "")
 
 
 def _ms(v: float) -> str:
@@ -155,8 +171,9 @@ def markdown_table(results: List[Dict[str, object]]) -> str:
     """The results as a markdown table, one row per (model, threads)."""
     by_key = {(r["model"], r["engine"], r["threads"]): r for r in results}
     rows = ["| model | threads | onnxruntime median (p90) ms | onnxedge median (p90) ms "
-            "| ratio | onnxedge / ort peak RSS MB | max abs diff |",
-            "|---|---|---|---|---|---|---|"]
+            "| ratio | onnxedge / ort peak RSS MB | max abs diff | onnxedge + C engine median "
+            "(p90) ms | engine ratio | engine max abs diff |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     seen = []
     for r in results:
         key = (r["model"], r["threads"])
@@ -165,20 +182,26 @@ def markdown_table(results: List[Dict[str, object]]) -> str:
         seen.append(key)
         ort_r = by_key.get((key[0], "onnxruntime", key[1]), {})
         edge = by_key.get((key[0], "onnxedge", key[1]), {})
+        eng = by_key.get((key[0], ENGINE, key[1]), {})
 
         def cell(x: Dict[str, object]) -> str:
             if "median_ms" in x:
                 return "%s (%s)" % (_ms(x["median_ms"]), _ms(x["p90_ms"]))
             return "error: %s" % str(x.get("error", "not run"))[:60].replace("|", "/")
 
-        ratio = ("%.2fx" % (edge["median_ms"] / ort_r["median_ms"])
-                 if "median_ms" in edge and "median_ms" in ort_r else "-")
+        def ratio(x: Dict[str, object]) -> str:
+            return ("%.2fx" % (x["median_ms"] / ort_r["median_ms"])
+                    if "median_ms" in x and "median_ms" in ort_r else "-")
+
+        def diff(x: Dict[str, object]) -> str:
+            d = x.get("max_abs_diff")
+            return "-" if d is None else "%.1e" % d
+
         rss = "%s / %s" % tuple("%.0f" % x["peak_rss_mb"] if x.get("peak_rss_mb") else "-"
                                 for x in (edge, ort_r))
-        diff = edge.get("max_abs_diff")
-        rows.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-            key[0], key[1], cell(ort_r), cell(edge), ratio, rss,
-            "-" if diff is None else "%.1e" % diff))
+        rows.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            key[0], key[1], cell(ort_r), cell(edge), ratio(edge), rss, diff(edge),
+            cell(eng) if eng else "-", ratio(eng), diff(eng)))
     return "\n".join(rows)
 
 
@@ -189,14 +212,15 @@ def plot(ratios: Dict[str, Dict[str, Optional[float]]], path: str, title: str) -
     import matplotlib.pyplot as plt
 
     names = list(ratios)
-    threads = [t for t in THREADS if any(t in ratios[m] for m in names)]
+    threads = [t for t in [_series(e, t) for e in ENGINES[1:] for t in THREADS]
+               if any(t in ratios[m] for m in names)]
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.8 / max(len(threads), 1)
     values = [v for m in names for v in ratios[m].values() if v]
     for i, t in enumerate(threads):
         xs = [j + (i - (len(threads) - 1) / 2.0) * width for j in range(len(names))]
         ys = [ratios[m].get(t) or float("nan") for m in names]
-        bars = ax.bar(xs, ys, width, label="threads=%s" % t)
+        bars = ax.bar(xs, ys, width, label="threads=%s" % t.replace(" engine", ", C engine"))
         for bar, y in zip(bars, ys):
             ok = y == y  # not NaN
             ax.annotate("%.2fx" % y if ok else "n/a", (bar.get_x() + bar.get_width() / 2,
@@ -262,7 +286,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     started = time.perf_counter()
     paths = models.build_all(args.model_dir, args.models)
-    configs = [(m, t, e) for m in args.models for t in args.threads for e in args.engines]
+    engines = [e for e in args.engines if e != ENGINE or _engine_available()]
+    configs = [(m, t, e) for m in args.models for t in args.threads for e in engines]
     results: List[Dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (model, threads, engine) in enumerate(configs):
@@ -272,7 +297,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             r = _run_config(model, paths[model], engine, threads, args, save)
             r.update(model=model, engine=engine, threads=threads)
             ref = os.path.join(tmp, "%s-onnxruntime-%s.npy" % (model, threads))
-            if engine == "onnxedge" and "median_ms" in r and os.path.exists(ref):
+            if engine != "onnxruntime" and "median_ms" in r and os.path.exists(ref):
                 r["max_abs_diff"] = float(np.max(np.abs(np.load(save) - np.load(ref))))
             results.append(r)
             print("median %s ms, p90 %s ms" % (_ms(r["median_ms"]), _ms(r["p90_ms"]))
