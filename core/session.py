@@ -54,8 +54,9 @@ class SessionOptions:
     "session.run_timeout_ms": a time limit for each `run` (0: none; RunOptions.run_timeout_ms
     overrides it per run); a run past it raises RuntimeException.
     "session.cpu_engine": "1" puts onnxedge's C engine (the native kernel library) in front of
-    the CPU provider wherever it is available, for the nodes it claims, without naming it in
-    `providers`; "0" (the default for now) keeps the numpy kernels alone.
+    the CPU provider wherever it is available, for the nodes it claims (listed by
+    `partition_report()`, not by `get_providers()`); "0" (the default this round) keeps the numpy
+    kernels alone.
     """
 
     def __init__(self) -> None:
@@ -384,8 +385,11 @@ class InferenceSession:
                       provider_options: Optional[Sequence[Dict[str, Any]]] = None) -> None:
         """Choose the providers again (as in the constructor) and re-partition the model."""
         requested = _normalize_providers(providers, provider_options)
+        named = [name for name, _ in requested]
         if _config_flag(self._sess_options, CPU_ENGINE_KEY, False):
             requested = _with_cpu_engine(requested)
+        # the engine the session added itself runs nodes but is not one the caller registered
+        self._implicit = {name for name, _ in requested} - set(named) - {"CPUExecutionProvider"}
         self._providers = self._create_providers(requested,
                                                  int(self._sess_options.intra_op_num_threads or 0))
         if not self._facts_known and any(p.name != "CPUExecutionProvider" for p in self._providers):
@@ -436,12 +440,14 @@ class InferenceSession:
         return [OrtValue(v) for v in self.run(output_names, feeds, run_options)]
 
     def get_providers(self) -> List[str]:
-        """Names of the providers registered for this session, in priority order."""
-        return [p.name for p in self._providers]
+        """Names of the providers registered for this session, in priority order (as
+        onnxruntime: the ones asked for that exist here, and CPU; the C engine a session adds
+        in front of the CPU provider is in `providers` and `partition_report()`)."""
+        return [p.name for p in self._providers if p.name not in self._implicit]
 
     def get_provider_options(self) -> Dict[str, Dict[str, Any]]:
-        """Each provider's options."""
-        return {p.name: dict(p.options) for p in self._providers}
+        """Each registered provider's options."""
+        return {p.name: dict(p.options) for p in self._providers if p.name not in self._implicit}
 
     def get_session_options(self) -> SessionOptions:
         """The SessionOptions this session was created with."""

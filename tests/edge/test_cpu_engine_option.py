@@ -33,6 +33,7 @@ def test_engine_runs_what_it_claims_when_asked(providers):
     feeds = models.make_inputs("mlp")
     sess = onnxedge.InferenceSession(m, _options("1"), providers=providers)
     assert [p.name for p in sess.providers] == [NEON, "CPUExecutionProvider"]
+    assert sess.get_providers() == ["CPUExecutionProvider"]   # as registered, onnxruntime's way
     assert {r["provider"] for r in sess.partition_report()} == {NEON}
     numpy_only = onnxedge.InferenceSession(m, _options("0"), providers=providers)
     assert [r["provider"] for r in numpy_only.partition_report()] == \
