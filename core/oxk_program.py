@@ -345,6 +345,73 @@ EMIT.update({op: emit_act for op in ACTS})
 EMIT.update({op: emit_view for op in VIEWS})
 
 
+# ----------------------------------------------------------------------------- claims
+# Which nodes of the program-only ops (no per-node kernel: activations, binary ops, Softmax,
+# views) a program takes, for any provider; `engine` names it in the reasons.
+
+def _not_float(facts: Any, names: Sequence[str], engine: str) -> Optional[str]:
+    for n in names:
+        et = facts.elem_type(n) if n else 0
+        if et not in (0, 1):
+            return "input %r is not float32 (ONNX element type %d); %s programs hold float32 values" \
+                % (n, et, engine)
+    return None
+
+
+def _known(shape: Any) -> bool:
+    return shape is not None and all(isinstance(d, (int, np.integer)) for d in shape)
+
+
+def program_op_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
+    """Why a program cannot take program-only op `node` as the graph declares it (None: it can);
+    `facts` is a providers.support.Facts (or NoFacts)."""
+    op = node.op_type
+    if op in VIEWS:
+        return _not_float(facts, node.inputs[:1], engine)
+    if op in ACTS:
+        bad = _not_float(facts, node.inputs[:1], engine)
+        if bad or op != "Clip":
+            return bad
+        for n in node.inputs[1:3]:
+            shape = facts.shape(n) if n else None
+            if shape is not None and (len(shape) > 1 or (len(shape) == 1 and shape[0] != 1)):
+                return "Clip bound %r is not a scalar (shape %s)" % (n, shape)
+        return _not_float(facts, node.inputs[1:3], engine)
+    if op in BINARY_OPS:
+        bad = _not_float(facts, node.inputs[:2], engine)
+        if bad:
+            return bad
+        sa, sb = facts.shape(node.inputs[0]), facts.shape(node.inputs[1])
+        if _known(sa) and _known(sb):
+            out = broadcast_shape(sa, sb)
+            if out is None:
+                return "shapes %s and %s do not broadcast" % (list(sa), list(sb))
+            if fold_broadcast(sa, sb, out) is None:
+                return "the broadcast of %s and %s needs more than 3 axes; %s folds broadcasts into 3" \
+                    % (list(sa), list(sb), engine)
+        return None
+    if op in ("Softmax", "LogSoftmax"):
+        bad = _not_float(facts, node.inputs[:1], engine)
+        if bad:
+            return bad
+        opset = facts.opset_of(node) if hasattr(facts, "opset_of") else 13
+        if opset and opset < 13:
+            return None
+        axis = int(node.attributes.get("axis", -1))
+        rank = facts.rank(node.inputs[0])
+        if axis == -1 or (rank is not None and axis == rank - 1):
+            return None
+        if rank is None:
+            return "axis %d may not be the last axis (the input's rank is unknown); %s normalizes " \
+                "over the last axis" % (axis, engine)
+        return "axis %d is not the last axis of a rank-%d input; %s normalizes over the last axis" \
+            % (axis, rank, engine)
+    return "%s is not a program-only op" % op
+
+
+PROGRAM_ONLY_OPS = ACTS + tuple(BINARY_OPS) + ("Softmax", "LogSoftmax") + VIEWS
+
+
 # ----------------------------------------------------------------------------- the program
 
 def _aligned(nbytes: int) -> int:
@@ -505,7 +572,7 @@ class ProgramCache:
             self.programs.clear()
 
 
-__all__ = ["ACTS", "ALIGN", "BINARY_OPS", "Buf", "Builder", "Compiled", "EMIT", "Emitter", "MAX_PROGRAMS",
+__all__ = ["PROGRAM_ONLY_OPS", "program_op_reason", "ACTS", "ALIGN", "BINARY_OPS", "Buf", "Builder", "Compiled", "EMIT", "Emitter", "MAX_PROGRAMS",
            "PARAM_INPUTS", "ProgramCache", "Record", "Target", "Unsupported", "VIEWS", "broadcast_shape",
            "emit_act", "emit_binary", "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul",
            "emit_softmax", "emit_view", "fold_broadcast", "plan_arena", "record_values"]

@@ -45,7 +45,7 @@ PROVIDERS = {short: SHORT_NAMES[short] for short in ("cpu", "webgpu", "wasm")}
 DEFAULT_PROVIDERS = "wasm,cpu"
 WEBGPU_PACKAGE = "onnxedge.web.webgpu"
 # the wasm provider's Python modules go into the wheel (its .wasm/.js lie beside the page instead)
-WASM_MODULES = ["onnxedge.web.wasm." + m for m in ("provider", "ops", "transport", "claims")]
+WASM_MODULES = ["onnxedge.web.wasm." + m for m in ("provider", "ops", "transport", "claims", "program")]
 WASM_FOLDER = "wasm"
 PAGE_META_KEY = "onnxedge.page"
 MANIFEST = "bundle.json"

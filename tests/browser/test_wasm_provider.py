@@ -44,8 +44,23 @@ TEST_PAGE = """<!doctype html>
 </script></body></html>
 """
 
+# the wasm steps' compiled programs and refusals, read from Python inside the page
+PROGRAMS_JS = """
+async () => {
+  const py = await window.onnxedge.getPyodide();
+  return JSON.parse(py.runPython(`
+import gc, json
+from onnxedge.web.wasm import provider as _p
+_steps = [o for o in gc.get_objects() if isinstance(o, _p._WasmStep) and o.programs is not None]
+json.dumps({"programs": sum(1 for s in _steps for v in s.programs.programs.values() if v),
+            "refusals": [r for s in _steps for r in s.programs.refusals.values()]})
+`));
+}
+"""
+
+
 RUN_JS = """
-async ({model, feeds, options}) => {
+async ({model, feeds, options, inspect}) => {
   const onnxedge = window.onnxedge;
 """ + JS_TENSOR_CODEC + """
   const source = typeof model === "string" ? model : Uint8Array.from(atob(model.b64), (c) => c.charCodeAt(0));
@@ -59,6 +74,7 @@ async ({model, feeds, options}) => {
                   wasm: {threads: onnxedge.env.wasm.threads, note: onnxedge.env.wasm.note,
                          isolated: self.crossOriginIsolated}};
   for (const name of session.outputNames) result.outputs[name] = encode(out[name]);
+  if (inspect) result.programs = await (""" + PROGRAMS_JS + """)();
   await session.release();
   return result;
 }
@@ -100,9 +116,12 @@ def pages(bundle_page: Any, wasm_bundle: Any) -> Dict[int, Any]:
     return Pages()   # type: ignore[return-value]
 
 
-def _run(page: Any, model: Any, feeds: Dict[str, np.ndarray], **options: Any) -> Dict[str, Any]:
+def _run(page: Any, model: Any, feeds: Dict[str, np.ndarray], inspect: bool = False,
+         **options: Any) -> Dict[str, Any]:
+    """Create a session in the page, run it twice, return the second run (and with `inspect` the
+    wasm steps' programs and refusals, read before the session is released)."""
     options.setdefault("executionProviders", ["wasm"])
-    return page.evaluate(RUN_JS, {"model": model, "options": options,
+    return page.evaluate(RUN_JS, {"model": model, "options": options, "inspect": inspect,
                                   "feeds": {k: encode_array(v) for k, v in feeds.items()}})
 
 
@@ -132,6 +151,20 @@ def test_models_match_onnxruntime_on_wasm_kernels(pages: Any, model_files: Dict[
                    for line in page.console_lines), page.console_lines[-10:]
     SUMMARY.append("model %-13s wasm SIMD, %d thread(s): run %8.1f ms, max |diff| vs onnxruntime %.2g"
                    % (name, threads, got["runMs"], worst))
+
+
+@pytest.mark.parametrize("name", ("mlp", "resnet18"))
+def test_programs_bitwise_equal_on_one_and_two_threads(pages: Any, model_files: Dict[str, str], name: str):
+    # the second run of a session goes through the step's compiled program (one oxk_program_run
+    # call into wasm): 2 threads (a Web Worker) split its kernels without changing a bit
+    feeds = models.make_inputs(name)
+    got = [_run(pages[t], "models/%s.oxe" % name, feeds, inspect=True) for t in (1, 2)]
+    assert got[0]["outputs"] == got[1]["outputs"]
+    _check(name, got[0], model_files[name], feeds)
+    steps = {r["provider"] for r in got[0]["partition"]}
+    assert steps == {WASM}, "the whole model is one wasm step (one program)"
+    for g in got:
+        assert g["programs"]["programs"] >= 1 and not g["programs"]["refusals"], g["programs"]
 
 
 def test_page_without_coop_coep_runs_one_thread_and_says_so(browser: Any, wasm_bundle: Any,

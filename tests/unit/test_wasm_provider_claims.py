@@ -65,9 +65,29 @@ def test_claims_conv_pool_gemm_chain_as_one_step(ep):
     g = _graph(nodes, [_vi("x", [1, 4, 8, 8])], [_vi("y")],
                [_w("w", 4, 4, 3, 3), _w("b", 4), _w("w2", 4, 4, 3, 3), _w("fw", 6, 4), _w("fb", 6),
                 _w("mw", 6, 3)])
-    assert _claims(ep, g) == [[0, 1, 2, 3], [5, 6]]
+    assert _claims(ep, g) == [[0, 1, 2, 3, 4, 5, 6]]   # Flatten: free inside the step's program
+    assert set(_reasons(ep, g).values()) == {None}
+    node_by_node = WasmSimdExecutionProvider({"kernels": transport.Kernels(), "programs": 0})
+    assert _claims(node_by_node, g) == [[0, 1, 2, 3], [5, 6]]
+    reasons = _reasons(node_by_node, g)
+    assert "runs only inside a compiled program" in reasons.pop("flatten")
+    assert set(reasons.values()) == {None}
+
+
+def test_claims_program_only_ops_with_reasons(ep):
+    nodes = [helper.make_node("Add", ["x", "b4"], ["a"], "add4"),             # 4-axis broadcast
+             helper.make_node("Softmax", ["x"], ["s"], "softmax1", axis=1),  # not the last axis
+             helper.make_node("Clip", ["x", "lo"], ["c"], "clipv"),         # a vector bound
+             helper.make_node("Mul", ["x", "ch"], ["m"], "mul"),             # per-channel: folds
+             helper.make_node("LogSoftmax", ["x"], ["l"], "logsoftmax"),
+             helper.make_node("Reshape", ["x", "shape"], ["r"], "reshape")]
+    g = _graph(nodes, [_vi("x", [2, 3, 4, 5])], [_vi(n) for n in ("a", "s", "c", "m", "l", "r")],
+               [_w("b4", 2, 1, 4, 1), _w("lo", 2), _w("ch", 3, 1, 1),
+                numpy_helper.from_array(np.array([6, 20], np.int64), "shape")])
     reasons = _reasons(ep, g)
-    assert reasons.pop("flatten").startswith("no wasm SIMD kernel for Flatten (domain ai.onnx)")
+    assert "needs more than 3 axes" in reasons.pop("add4")
+    assert "axis 1 is not the last axis" in reasons.pop("softmax1")
+    assert "Clip bound 'lo' is not a scalar" in reasons.pop("clipv")
     assert set(reasons.values()) == {None}
 
 

@@ -1,8 +1,10 @@
 """WasmSimdExecutionProvider's whole run path natively: the page's wasm module replaced by the
 host build of the same C kernels over a numpy "wasm memory" (wasm_host_kernels.py). Outputs are
 checked against onnxruntime (or, where it is not installed, the numpy CPU provider); copies are
-counted (one per step input and per value used outside a step); shapes the kernels do not take
-run on the CPU kernels. The real module runs in tests/browser/test_wasm_provider.py."""
+counted (one per step input and per value used outside a step, one oxk_program_run call per step
+and run); shapes the kernels do not take run on the CPU kernels; `programs=0` keeps the
+node-by-node path. The real module runs natively in test_wasm_programs_node.py and in Chromium in
+tests/browser/test_wasm_provider.py."""
 from __future__ import annotations
 
 import os
@@ -15,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxedge
-from onnxedge.errors import InvalidArgument
+from onnxedge.errors import InvalidArgument, OnnxEdgeError
 from onnxedge.web.wasm import transport
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,28 +63,69 @@ def model_files(tmp_path_factory) -> Dict[str, str]:
     return models.build_all(str(tmp_path_factory.mktemp("models")), ["mlp", "resnet18", "bert_encoder"])
 
 
-@pytest.mark.parametrize("name, wasm_ops, steps", [
-    ("mlp", {"FusedGemm", "Gemm"}, 1),
-    ("resnet18", {"FusedConv", "Conv", "MaxPool", "GlobalAveragePool", "Gemm"}, 2),
-    ("bert_encoder", {"FusedMatMul"}, 16),
+@pytest.mark.parametrize("name, wasm_ops, steps, reads", [
+    ("mlp", {"FusedGemm", "Gemm", "Softmax"}, 1, 1),
+    ("resnet18", {"FusedConv", "Conv", "MaxPool", "GlobalAveragePool", "Flatten", "Gemm"}, 1, 1),
+    ("bert_encoder", {"FusedMatMul", "Add", "Mul", "Sub"}, 17, 26),
 ])
-def test_models_match_reference_with_one_copy_per_step_edge(kernels, model_files, name, wasm_ops, steps):
+def test_models_run_as_one_program_per_step_edge(kernels, model_files, name, wasm_ops, steps, reads):
     feeds = models.make_inputs(name)
     sess = _session(model_files[name])
     report = sess.partition_report()
     on_wasm = {r["op_type"] for r in report if r["provider"] == WASM}
     assert on_wasm == wasm_ops
-    assert all(r["fallback_reasons"][WASM].startswith("no wasm SIMD kernel")
-               for r in report if r["provider"] != WASM)
+    sess.run(None, feeds)   # the first run of a signature goes node by node and compiles the program
+    kernels.counts.clear()
+    got = sess.run(None, feeds)
+    for have, want in zip(got, _reference(model_files[name], feeds)):
+        np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
+    # one call into the module per step; one copy in per step input, one out per value read later
+    # (BERT's Q, K and V projections share one copy of their input)
+    assert kernels.counts["program_run"] == steps
+    assert kernels.counts["write"] == {"mlp": 1, "resnet18": 1, "bert_encoder": 26}[name]
+    assert kernels.counts["read"] == reads
+    assert set(kernels.counts) == {"program_run", "oxk_program_run", "write", "read"}
+
+
+@pytest.mark.parametrize("name, wasm_ops, steps", [
+    ("mlp", {"FusedGemm", "Gemm"}, 1),
+    ("resnet18", {"FusedConv", "Conv", "MaxPool", "GlobalAveragePool", "Gemm"}, 2),
+])
+def test_models_node_by_node_with_one_copy_per_step_edge(kernels, model_files, name, wasm_ops, steps):
+    feeds = models.make_inputs(name)
+    sess = _session(model_files[name], programs=0)
+    report = sess.partition_report()
+    assert {r["op_type"] for r in report if r["provider"] == WASM} == wasm_ops
+    assert all("programs=0" in r["fallback_reasons"][WASM] for r in report
+               if r["provider"] != WASM and r["op_type"] in ("Softmax", "Flatten"))
     sess.run(None, feeds)   # the first run of a shape writes its plans too
     kernels.counts.clear()
     got = sess.run(None, feeds)
     for have, want in zip(got, _reference(model_files[name], feeds)):
         np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
-    # one copy in per step input and one out per value a later step reads: BERT's Q, K and V
-    # projections share one copy of their input
-    assert kernels.counts["write"] == steps and kernels.counts["read"] == \
-        {"mlp": 1, "resnet18": 2, "bert_encoder": 24}[name]
+    assert "program_run" not in kernels.counts
+    assert kernels.counts["write"] == steps and kernels.counts["read"] == steps
+
+
+def test_programs_bitwise_equal_on_one_and_two_threads(kernels, model_files):
+    outs = []
+    for threads in (1, 2):
+        k = HostKernels(megabytes=256, threads=threads)
+        transport.install(k)
+        try:
+            for name in ("mlp", "resnet18"):
+                feeds = models.make_inputs(name)
+                sess = _session(model_files[name])
+                sess.run(None, feeds)
+                k.counts.clear()
+                outs.append(sess.run(None, feeds))
+                assert k.counts["program_run"] == 1
+        finally:
+            transport.install(kernels)
+            kernels.lib.set_num_threads(kernels.threads)
+    for a, b in zip(outs[:2], outs[2:]):
+        for x, y in zip(a, b):
+            assert x.tobytes() == y.tobytes()
 
 
 def test_new_shapes_get_buffers_once_and_cpu_takes_what_kernels_do_not(kernels, model_files):
@@ -144,30 +187,80 @@ def test_fused_residual_activations_and_pools(kernels, act, params):
     rng = np.random.default_rng(2)
     feeds = {"x": rng.standard_normal((1, 3, 15, 16)).astype(np.float32),
              "z": rng.standard_normal((1, 6, 8, 7)).astype(np.float32)}
-    sess = _session(m)
+    sess = _session(m, programs=0)
     fused = [r for r in sess.partition_report() if r["op_type"] == "FusedConv"]
     assert fused and fused[0]["provider"] == WASM, sess.partition_report()
     kernels.counts.clear()
     for have, want in zip(sess.run(None, feeds), _reference(m, feeds)):
         np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
     assert kernels.counts.get("oxk_sgemm", 0) >= 1   # the residual went through the K=1 GEMM
+    # and as a program: conv into a temporary, + Z, the activation, pools and GEMMs in one call
+    sess = _session(m)
+    want = _reference(m, feeds)
+    for _ in range(2):
+        kernels.counts.clear()
+        for have, w in zip(sess.run(None, feeds), want):
+            np.testing.assert_allclose(have, w, rtol=RTOL, atol=ATOL)
+    assert kernels.counts["program_run"] == 1
 
 
-def test_broadcast_residual_runs_the_step_on_cpu(kernels):
+def test_broadcast_residual_runs_the_step_on_cpu_node_by_node_and_in_the_program(kernels):
     m = _fused_model("Relu", [], [1, 6, 1, 7])   # Z broadcasts: the wasm kernels do not add it
     rng = np.random.default_rng(3)
     feeds = {"x": rng.standard_normal((1, 3, 15, 16)).astype(np.float32),
              "z": rng.standard_normal((1, 6, 1, 7)).astype(np.float32)}
-    sess = _session(m)
+    sess = _session(m, programs=0)
     kernels.counts.clear()
     for have, want in zip(sess.run(None, feeds), _reference(m, feeds)):
         np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
     assert "conv_run" not in kernels.counts
+    sess = _session(m)   # the program's binary op broadcasts Z
+    sess.run(None, feeds)
+    kernels.counts.clear()
+    for have, want in zip(sess.run(None, feeds), _reference(m, feeds)):
+        np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
+    assert kernels.counts["program_run"] == 1
+
+
+def test_signature_the_program_cannot_take_runs_node_by_node_and_says_why(kernels):
+    # a broadcast over 4 axes does not fold into oxk_binary's 3: the claim cannot see it (the
+    # shapes are symbolic), the program refuses it, the CPU kernels run the step
+    g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
+                          "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["p", "q", "r", "t"]),
+                                helper.make_tensor_value_info("b", TensorProto.FLOAT, ["u", "v", "w", "x"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    sess = _session(m)
+    rng = np.random.default_rng(4)
+    feeds = {"a": rng.standard_normal((2, 1, 3, 1)).astype(np.float32),
+             "b": rng.standard_normal((1, 4, 1, 5)).astype(np.float32)}
+    for _ in range(2):
+        kernels.counts.clear()
+        np.testing.assert_allclose(sess.run(None, feeds)[0], np.maximum(feeds["a"] + feeds["b"], 0), rtol=RTOL)
+        assert "program_run" not in kernels.counts
+    step = [s for s in sess._plan.steps if s.provider == WASM][0]
+    assert "more than 3 axes" in list(step.programs.refusals.values())[0]
+    feeds["b"] = rng.standard_normal((1, 1, 3, 1)).astype(np.float32)   # a new signature that folds
+    for _ in range(2):
+        kernels.counts.clear()
+        np.testing.assert_allclose(sess.run(None, feeds)[0], np.maximum(feeds["a"] + feeds["b"], 0), rtol=RTOL)
+    assert kernels.counts["program_run"] == 1
 
 
 def test_profile_option_times_copies_and_nodes(kernels, model_files):
-    sess = _session(model_files["mlp"], profile=True)
+    sess = _session(model_files["mlp"], profile=True, programs=0)
     sess.run(None, models.make_inputs("mlp"))
     ep = [p for p in sess._providers if p.name == WASM][0]
     assert {"copy in", "copy out", "FusedGemm", "Gemm"} <= set(ep.profile)
     assert all(v >= 0 for v in ep.profile.values())
+    sess = _session(model_files["resnet18"], profile=True)
+    for _ in range(2):
+        sess.run(None, models.make_inputs("resnet18", batch=1))
+    ep = [p for p in sess._providers if p.name == WASM][0]
+    assert set(ep.profile) == {"program"} and ep.profile["program"] >= 0
+
+
+def test_programs_option_is_checked(kernels):
+    with pytest.raises(OnnxEdgeError, match=r"programs='x': expected 0 or 1"):
+        _session(_fused_model("Relu", [], [1, 6, 8, 7]), programs="x")

@@ -2,7 +2,10 @@
 
 Pure Python (no `js`), so the claims are tested natively. A node is claimed when the C kernels
 take it as declared: float32, 2-D convolutions and pools, GEMMs against constant 2-D weights
-(pre-packed into wasm memory once), epilogue activations the kernels have. `TABLE` holds the
+(pre-packed into wasm memory once), epilogue activations the kernels have; and the ops only a
+compiled program runs (activations, Add/Sub/Mul/Div whose broadcast folds into three axes,
+Softmax/LogSoftmax over the last axis, Reshape/Flatten/Squeeze/Unsqueeze/Identity:
+onnxedge.oxk_program.program_op_reason). `TABLE` holds the
 `OpSupport` records; their checks read `facts` (`onnxedge.providers.support.Facts`: declared
 types and the initializers no feed can override, `facts.consts`).
 """
@@ -12,7 +15,7 @@ from typing import Any, Dict, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops, ir
+from onnxedge import fused_ops, ir, oxk_program
 from onnxedge.fused_ops import DOMAIN as FUSED, MS_DOMAIN
 from onnxedge.providers.support import Facts, NoFacts, OpSupport, SupportTable
 
@@ -136,6 +139,12 @@ def _pool(node: ir.Node, facts: Facts) -> Optional[str]:
     return _float(facts, node.inputs[:1]) or bad
 
 
+def _program_only(node: ir.Node, facts: Facts) -> Optional[str]:
+    """Activations, binary ops, Softmax and views: run inside the group's compiled program (node
+    by node, the CPU kernels run them)."""
+    return oxk_program.program_op_reason(node, facts, "wasm")
+
+
 def _build(node: ir.Node, kernels: Any, consts: Dict[str, np.ndarray]) -> Any:
     from . import ops   # the kernels' side (pure Python too, but not needed for claims)
     return ops.build(node, kernels, consts)
@@ -149,6 +158,8 @@ for _dom, _op, _check in (("", "Conv", _conv), (FUSED, "FusedConv", _conv),
                           ("", "AveragePool", _pool), ("", "GlobalAveragePool", _pool),
                           ("", "GlobalMaxPool", _pool)):
     TABLE.add(OpSupport(_dom, _op, check=_check, build=_build))
+for _op in oxk_program.PROGRAM_ONLY_OPS:
+    TABLE.add(OpSupport("", _op, check=_program_only, build=_build))
 OPS = TABLE.keys()   # (domain, op) pairs the provider may claim
 
 

@@ -3,13 +3,19 @@ kernels compiled to wasm32 SIMD (web/wasm/oxk.js), called from Python inside Pyo
 
 Available only in a page where `onnxedgeWasm.init()` has run (onnxedge.js does it before the
 first session that asks for the provider). Weights are packed into wasm memory when the session
-is created. A step (a run of consecutive claimed nodes) keeps its activations in wasm memory:
-each step input is copied in once, each value used outside the step is copied out once, and the
-buffers are allocated once per input shape and reused by later runs. A step whose inputs the
-kernels do not take (another dtype, a shape a plan rejects) runs on the CPU kernels instead.
+is created. A step (a run of consecutive claimed nodes) runs as one compiled C program per
+input-shape signature (program.py, the shared onnxedge.oxk_program compiler): after a first run
+node by node, each run copies every step input into wasm memory once, makes one
+`oxk_program_run` call into wasm and copies each value used outside the step out once; the
+program's buffers and arena are allocated once per signature. A signature the program cannot take
+runs node by node: Conv/Gemm/MatMul/pools on their wasm kernels with activations in wasm memory
+(buffers allocated once per input shape), or, when the step holds program-only ops (activations,
+binary ops, Softmax, views) or inputs the kernels do not take, on the CPU kernels. With
+`programs=0` the program-only ops are not claimed (the CPU provider runs them, as before programs).
 
-Options: `kernels` (a `transport.Kernels`, for tests: another kernel module) and `profile` (bool:
-record per-node and copy times in `provider.profile`, milliseconds summed over runs).
+Options: `kernels` (a `transport.Kernels`, for tests: another kernel module), `profile` (bool:
+record per-node and copy times in `provider.profile`, milliseconds summed over runs) and
+`programs` (1, the default; 0: node by node, for comparison).
 """
 from __future__ import annotations
 
@@ -18,13 +24,13 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from onnxedge import executor, ir
+from onnxedge import executor, ir, oxk_program
 from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
 from onnxedge.providers.base import (CompileContext, ExecutionProvider, Group, Step,
                                      consecutive_runs)
 from onnxedge.providers.support import Facts
 
-from . import claims, transport
+from . import claims, program, transport
 
 F32 = np.dtype(np.float32)
 MAX_SHAPES = 8   # buffer sets kept per step (one per distinct input shapes)
@@ -34,7 +40,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
     """onnxedge's C kernels as wasm32 SIMD in the page; CPU (numpy) takes the other nodes."""
 
     name = "WasmSimdExecutionProvider"
-    OPTIONS = ("kernels", "profile")
+    OPTIONS = ("kernels", "profile", "programs")
 
     def __init__(self, options: Optional[Dict[str, Any]] = None):
         super().__init__(options)
@@ -47,6 +53,11 @@ class WasmSimdExecutionProvider(ExecutionProvider):
             raise InvalidArgument("WasmSimdExecutionProvider: the wasm kernel module is not "
                                   "initialized (await onnxedgeWasm.init() in the page first)")
         self.profile: Optional[Dict[str, float]] = {} if self.options.get("profile") else None
+        try:
+            self.use_programs = int(self.options.get("programs", 1)) != 0
+        except (TypeError, ValueError):
+            raise InvalidArgument("WasmSimdExecutionProvider option programs=%r: expected 0 or 1"
+                                  % (self.options.get("programs"),)) from None
         self._reasons: Dict[ir.Node, Optional[str]] = {}   # keyed by the node itself, not id()
 
     @classmethod
@@ -65,7 +76,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
         facts = Facts(graph, ctx.opsets, ctx.facts)
         claimed = []
         for i, node in enumerate(graph.nodes):
-            why = claims.reason(node, facts, ctx.opset_of(node) or None)
+            why = self._reason(node, facts, ctx.opset_of(node) or None)
             self._reasons[node] = why
             if why is None:
                 claimed.append(i)
@@ -76,13 +87,22 @@ class WasmSimdExecutionProvider(ExecutionProvider):
         weights (None when the provider runs it)."""
         if node in self._reasons:
             return self._reasons[node]
-        return claims.reason(node, None, ctx.opset_of(node) or None)
+        return self._reason(node, None, ctx.opset_of(node) or None)
+
+    def _reason(self, node: ir.Node, facts: Optional[Facts], opset: Optional[int]) -> Optional[str]:
+        if not self.use_programs and node.domain in ("", "ai.onnx") and \
+                node.op_type in oxk_program.PROGRAM_ONLY_OPS:
+            return "%s runs only inside a compiled program (the provider option programs=0 is set)" \
+                % node.op_type
+        return claims.reason(node, facts, opset)
 
     # ------------------------------------------------------------------ compile
     def compile(self, graph: ir.Graph, group: Group, ctx: CompileContext) -> Step:
         """A Step running the group's nodes with their activations in wasm memory."""
         step = _WasmStep(self, graph, group, ctx)
-        return Step(self.name, group.node_indices, step.run)
+        out = Step(self.name, group.node_indices, step.run)
+        out.programs = step.programs  # type: ignore[attr-defined]  # tests and tools read it
+        return out
 
 
 class _Buffers:
@@ -119,15 +139,22 @@ class _WasmStep:
         self.ops = [claims.TABLE.lookup(n).build(n, self.kernels, consts) for n in self.nodes]
         data: Set[str] = {name for op in self.ops for name in op.data}
         self.inputs: List[str] = [name for name in group.inputs if name in data]
+        self.inputs_all = list(group.inputs)
         self.outputs = group.exported
         self.free = group.free_after
         self.fallbacks = [executor.compile_node(n, ctx.opsets, [], ctx.functions) for n in self.nodes]
         self.run_subgraph = ctx.run_subgraph
         self.opsets = ctx.opsets
         self.sets: Dict[Tuple[Tuple[int, ...], ...], Optional[_Buffers]] = {}
+        self.freed = group.freed
+        self.programs = program.cache(self.kernels, self.nodes, self.ops, group.inputs, group.exported,
+                                      {k: consts[k] for k in group.constants if k in consts},
+                                      ctx.opsets) if provider.use_programs else None
 
     def __del__(self) -> None:
         try:
+            if self.programs is not None:
+                self.programs.release()
             for b in self.sets.values():
                 if b is not None:
                     b.release()
@@ -160,7 +187,32 @@ class _WasmStep:
         return bufs
 
     def run(self, env: Dict[str, Any]) -> None:
-        """Copy the step's inputs in, run the kernels, copy the values used later out."""
+        """Run the step: its program for this signature (compiled after a first run node by node,
+        which records the shapes), else node by node."""
+        progs = self.programs
+        sig = progs.signature(env) if progs is not None else None
+        if sig is None:
+            return self.run_nodes(env)
+        prog = progs.get(sig)
+        if prog is False:   # first run with this signature: record shapes, then compile
+            rec: oxk_program.Record = {}
+            oxk_program.record_values(env, self.inputs_all, rec)
+            self._run_cpu(env, rec)
+            progs.build(sig, rec)
+            return None
+        if prog is None:
+            return self.run_nodes(env)
+        prof = self.provider.profile
+        t = time.perf_counter() if prof is not None else 0.0
+        prog.run(env)
+        if prof is not None:
+            _tick(prof, "program", t)
+        for name in self.freed:
+            env.pop(name, None)
+        return None
+
+    def run_nodes(self, env: Dict[str, Any]) -> None:
+        """Node by node: copy the step's inputs in, run the kernels, copy the values used later out."""
         try:
             xs = [env[n] for n in self.inputs]
         except KeyError as e:
@@ -199,9 +251,11 @@ class _WasmStep:
         if prof is not None:
             _tick(prof, "copy out", t)
 
-    def _run_cpu(self, env: Dict[str, Any]) -> None:
-        for fallback, names in zip(self.fallbacks, self.free):
+    def _run_cpu(self, env: Dict[str, Any], rec: Optional[oxk_program.Record] = None) -> None:
+        for node, fallback, names in zip(self.nodes, self.fallbacks, self.free):
             executor.run_compiled([fallback], env, self.run_subgraph)
+            if rec is not None:
+                oxk_program.record_values(env, node.outputs, rec)
             for name in names:
                 env.pop(name, None)
 

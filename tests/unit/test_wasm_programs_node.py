@@ -1,0 +1,103 @@
+"""WasmSimdExecutionProvider's programs on the page's real wasm module, natively: oxk.js and
+oxk.wasm (wasm32) run in Node.js (wasm_node_kernels.py) in place of Pyodide's JS bridge. The MLP
+and a small CNN compile into one oxk_program per step, written into wasm memory with the module's
+own layouts; each run copies the input in once, makes one oxk_program_run call into wasm and
+copies the output out once; outputs equal onnxruntime's."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxedge
+from onnxedge.web.wasm import transport
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks"))
+import models  # noqa: E402
+import wasm_node_kernels as W  # noqa: E402
+
+pytestmark = pytest.mark.needs_setup   # node and the wasm build (edge/kernels/build.py --targets wasm)
+
+RTOL, ATOL = 1e-4, 1e-5
+WASM = "WasmSimdExecutionProvider"
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    why = W.available()
+    if why:
+        pytest.skip(why)
+    k = W.NodeKernels()
+    transport.install(k)
+    yield k
+    transport.install(None)
+    k.close()
+
+
+def small_cnn() -> bytes:
+    """Conv+Relu, MaxPool, Conv + residual Add + Relu, GlobalAveragePool, Flatten, Gemm, Softmax."""
+    rng = np.random.default_rng(5)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "p1"], ["s2"]),
+             helper.make_node("Relu", ["s2"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["logits"], transB=1),
+             helper.make_node("Softmax", ["logits"], ["y"], axis=-1)]
+    g = helper.make_graph(nodes, "small_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [w("w1", 8, 3, 3, 3), w("b1", 8), w("w2", 8, 8, 3, 3), w("b2", 8), w("wf", 10, 8),
+                           w("bf", 10)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def _check_one_program_per_run(kernels, model: bytes, feeds) -> None:
+    sess = onnxedge.InferenceSession(model, providers=[WASM, "CPUExecutionProvider"])
+    assert {r["provider"] for r in sess.partition_report()} == {WASM}
+    want = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    sess.run(None, feeds)   # node by node, recording shapes; then the program is compiled
+    for _ in range(2):
+        kernels.counts.clear()
+        for have, w in zip(sess.run(None, feeds), want):
+            np.testing.assert_allclose(have, w, rtol=RTOL, atol=ATOL * max(1.0, float(np.abs(w).max())))
+        assert kernels.counts == {"write": 1, "program_run": 1, "read": 1}, kernels.counts
+
+
+def test_mlp_runs_as_one_wasm_program(kernels, tmp_path):
+    path = models.build_all(str(tmp_path), ["mlp"])["mlp"]
+    with open(path, "rb") as f:
+        _check_one_program_per_run(kernels, f.read(), models.make_inputs("mlp"))
+
+
+def test_small_cnn_runs_as_one_wasm_program(kernels):
+    x = np.random.default_rng(6).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    _check_one_program_per_run(kernels, small_cnn(), {"x": x})
+
+
+def test_program_memory_is_given_back_with_the_session(kernels):
+    import gc
+    gc.collect()
+    before = len(kernels.live)
+    sess = onnxedge.InferenceSession(small_cnn(), providers=[WASM, "CPUExecutionProvider"])
+    x = np.ones((1, 3, 16, 16), np.float32)
+    for _ in range(2):
+        sess.run(None, {"x": x})
+    assert len(kernels.live) > before
+    del sess
+    gc.collect()
+    assert len(kernels.live) == before
