@@ -220,6 +220,24 @@ def _normalize_providers(providers: Optional[Sequence[Any]],
     return out
 
 
+def _fast_checks(types: Dict[str, Optional[ir.TypeInfo]]) -> Dict[str, Tuple[Any, int, tuple]]:
+    """For each plain tensor input with a numpy dtype and a known rank: (dtype, rank, the fixed
+    (axis, dim) pairs): what a feed must match to skip `_check_value`'s general path."""
+    out: Dict[str, Tuple[Any, int, tuple]] = {}
+    for name, t in types.items():
+        if t is None or t.kind != "tensor" or not t.elem_type or t.shape is None:
+            continue
+        try:
+            dtype = dtypes.to_numpy(t.elem_type)
+        except Exception:
+            continue
+        if dtype.kind in "OUS":
+            continue
+        fixed = tuple((a, d) for a, d in enumerate(t.shape) if isinstance(d, int) and d > 0)
+        out[name] = (dtype, len(t.shape), fixed)
+    return out
+
+
 def _type_matches(value: Any, t: Optional[ir.TypeInfo]) -> Optional[str]:
     """None when value fits type t, else a description of what was given."""
     if t is None:
@@ -291,6 +309,7 @@ class InferenceSession:
         self._overridable = [NodeArg(v.name, v.type) for v in graph.inputs if v.name in graph.initializers]
         self._outputs = [NodeArg(v.name, v.type) for v in graph.outputs]
         self._input_types = {v.name: v.type for v in graph.inputs}
+        self._fast_checks = _fast_checks(self._input_types)
         self._required = set(self._required_inputs(graph))
         self._initializers = {}
         for name, value in graph.initializers.items():
@@ -586,7 +605,10 @@ class InferenceSession:
             outs = [env[name] for name in names]
         except KeyError as e:
             raise InvalidGraph("output %s was not produced by the model" % e) from None
-        return [self._own(o) if self._kept_on_device(n, o) or not device_values.is_device_value(o)
+        return [o.copy() if type(o) is np.ndarray and not o.flags.writeable
+                else o if type(o) is np.ndarray
+                else self._own(o) if self._kept_on_device(n, o)
+                or not device_values.is_device_value(o)
                 else o.numpy() for n, o in zip(names, outs)]
 
     def _check_output_names(self, output_names: Optional[Sequence[str]]) -> List[str]:
@@ -606,7 +628,15 @@ class InferenceSession:
             raise InvalidArgument("input_feed must be a dict of input name -> numpy array, not %s"
                                   % type(input_feed).__name__)
         feeds: Dict[str, Any] = {}
+        fast = self._fast_checks
         for name, value in input_feed.items():
+            want = fast.get(name)
+            if want is not None and type(value) is np.ndarray and value.dtype == want[0] \
+                    and value.ndim == want[1] and all(value.shape[a] == d for a, d in want[2]):
+                value = value.view()    # the common case, checked as _check_value would
+                value.flags.writeable = False
+                feeds[name] = value
+                continue
             if name not in self._input_types:
                 raise InvalidArgument("%r is not an input of this model; its inputs are %s"
                                       % (name, [a.name for a in self._inputs]))
