@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxedge
+import onnxedge.oxk_program
 from onnxedge.errors import InvalidArgument, OnnxEdgeError
 from onnxedge.web.wasm import transport
 
@@ -264,3 +265,38 @@ def test_profile_option_times_copies_and_nodes(kernels, model_files):
 def test_programs_option_is_checked(kernels):
     with pytest.raises(OnnxEdgeError, match=r"programs='x': expected 0 or 1"):
         _session(_fused_model("Relu", [], [1, 6, 8, 7]), programs="x")
+
+
+def test_node_suite_cases_through_programs(kernels):
+    """Each node-suite case of the program-only ops and the kernel ops run twice: the second run is
+    the compiled program (the conformance runner runs each case once: the node-by-node path)."""
+    try:
+        sys.path.insert(0, ROOT)
+        from tests.conformance import cases
+        from tests.conformance.compare import compare_outputs
+        infos = cases.load_manifest(cases.ensure_cache(generate=False, verbose=False))
+    except Exception:   # no case cache here: the conformance suite says so itself
+        pytest.skip("no node-case cache (python tests/conformance/cases.py builds it)")
+    ops = set(onnxedge.oxk_program.PROGRAM_ONLY_OPS) | {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool",
+                                                         "GlobalAveragePool", "GlobalMaxPool"}
+    ran = 0
+    for info in infos:
+        if info.op_type not in ops or info.domain not in ("", "ai.onnx") or info.name.endswith("_expanded"):
+            continue
+        case = cases.load_case(info)
+        try:
+            sess = _session(case.model)
+        except Exception:
+            continue
+        steps = [s for s in sess._plan.steps if s.provider == WASM]
+        if not steps:
+            continue
+        for inputs, want in case.data_sets:
+            feeds = dict(zip(case.input_names, inputs))
+            sess.run(None, feeds)
+            try:
+                compare_outputs(list(sess.run(None, feeds)), want, info.rtol, info.atol, case.output_names)
+            except Exception as e:
+                raise AssertionError("%s: %s" % (info.name, e)) from e
+        ran += any(p for s in steps for p in s.programs.programs.values())
+    assert ran >= 100, ran   # 109 here
