@@ -12,13 +12,13 @@ from ..checker import topological_order
 from .context import PassContext
 from .passes import (activation_fusion, attention_fusion, bias_fusion, constant_folding,
                      contrib_mapping, conv_add_fusion, conv_bn, dead_code, eliminate, gelu_fusion,
-                     layer_norm_fusion, reshape_chain, reshape_target, shape_folding)
+                     if_folding, layer_norm_fusion, reshape_chain, reshape_target, shape_folding)
 
 Pass = Callable[[PassContext], bool]
 MAX_ROUNDS = 8
 
-BASIC: List[Pass] = [constant_folding.run, eliminate.run, shape_folding.run, reshape_target.run,
-                     reshape_chain.run, dead_code.run]
+BASIC: List[Pass] = [constant_folding.run, if_folding.run, eliminate.run, shape_folding.run,
+                     reshape_target.run, reshape_chain.run, dead_code.run]
 EXTENDED: List[Pass] = BASIC + [contrib_mapping.run, conv_bn.run, bias_fusion.run,
                                 conv_add_fusion.run, gelu_fusion.run, layer_norm_fusion.run,
                                 attention_fusion.run, activation_fusion.run]
