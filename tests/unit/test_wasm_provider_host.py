@@ -75,7 +75,10 @@ def test_models_run_as_one_program_per_step_edge(kernels, model_files, name, was
     report = sess.partition_report()
     on_wasm = {r["op_type"] for r in report if r["provider"] == WASM}
     assert on_wasm == wasm_ops
+    kernels.counts.clear()
     sess.run(None, feeds)   # the first run of a signature goes node by node and compiles the program
+    assert "program_run" not in kernels.counts   # node by node, the kernel ops on their kernels
+    assert kernels.counts.get("sgemm_run", 0) + kernels.counts.get("conv_run", 0) >= 1
     kernels.counts.clear()
     got = sess.run(None, feeds)
     for have, want in zip(got, _reference(model_files[name], feeds)):

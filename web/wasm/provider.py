@@ -5,12 +5,13 @@ Available only in a page where `onnxedgeWasm.init()` has run (onnxedge.js does i
 first session that asks for the provider). Weights are packed into wasm memory when the session
 is created. A step (a run of consecutive claimed nodes) runs as one compiled C program per
 input-shape signature (program.py, the shared onnxedge.oxk_program compiler): after a first run
-node by node, each run copies every step input into wasm memory once, makes one
+node by node (which records the shapes: Conv/Gemm/MatMul/pools on their wasm kernels with a copy in
+and out per node, the other nodes on the CPU kernels), each run copies every step input into wasm memory once, makes one
 `oxk_program_run` call into wasm and copies each value used outside the step out once; the
 program's buffers and arena are allocated once per signature. A signature the program cannot take
 runs node by node: Conv/Gemm/MatMul/pools on their wasm kernels with activations in wasm memory
 (buffers allocated once per input shape), or, when the step holds program-only ops (activations,
-binary ops, Softmax, views) or inputs the kernels do not take, on the CPU kernels. With
+binary ops, Softmax, views) or inputs the kernels do not take, as the first run does. With
 `programs=0` the program-only ops are not claimed (the CPU provider runs them, as before programs).
 
 Options: `kernels` (a `transport.Kernels`, for tests: another kernel module), `profile` (bool:
@@ -252,12 +253,42 @@ class _WasmStep:
             _tick(prof, "copy out", t)
 
     def _run_cpu(self, env: Dict[str, Any], rec: Optional[oxk_program.Record] = None) -> None:
-        for node, fallback, names in zip(self.nodes, self.fallbacks, self.free):
-            executor.run_compiled([fallback], env, self.run_subgraph)
+        """Node by node, each kernel op on its wasm kernel when it takes its inputs (a copy in and
+        out per node), every other node on its CPU kernel; `rec` records the values' shapes."""
+        for node, op, fallback, names in zip(self.nodes, self.ops, self.fallbacks, self.free):
+            if not self._run_one(op, env):
+                executor.run_compiled([fallback], env, self.run_subgraph)
             if rec is not None:
                 oxk_program.record_values(env, node.outputs, rec)
             for name in names:
                 env.pop(name, None)
+
+    def _run_one(self, op: Any, env: Dict[str, Any]) -> bool:
+        """Run one kernel op on its own (False: it does not take these inputs, or has no kernel)."""
+        xs = [env.get(n) for n in op.data]
+        if not xs or any(type(x) is not np.ndarray or x.dtype != F32 for x in xs):
+            return False
+        bound = op.bind([x.shape for x in xs])
+        if bound is None:
+            return False
+        shape, run = bound
+        k = self.kernels
+        ptrs: List[int] = []
+        try:
+            ptrs = [k.put(x) for x in xs]
+            ptrs.append(k.alloc(max(4, 4 * int(np.prod(shape, dtype=np.int64)))))
+            try:
+                run(ptrs[:-1], ptrs[-1])
+            except OnnxEdgeError as e:
+                raise type(e)("%s at opset %d (WasmSimdExecutionProvider): %s"
+                              % (op.what, self.opsets.get(op.node.domain, 0), e)) from e
+            y = np.empty(shape, F32)
+            k.read(ptrs[-1], y)
+        finally:
+            for p in ptrs:
+                k.free(p)
+        env[op.node.outputs[0]] = y
+        return True
 
 
 def _tick(prof: Dict[str, float], key: str, t0: float) -> float:
