@@ -572,7 +572,8 @@ class ProgramCache:
             self.programs.clear()
 
 
-__all__ = ["PROGRAM_ONLY_OPS", "program_op_reason", "ACTS", "ALIGN", "BINARY_OPS", "Buf", "Builder", "Compiled", "EMIT", "Emitter", "MAX_PROGRAMS",
-           "PARAM_INPUTS", "ProgramCache", "Record", "Target", "Unsupported", "VIEWS", "broadcast_shape",
-           "emit_act", "emit_binary", "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul",
-           "emit_softmax", "emit_view", "fold_broadcast", "plan_arena", "record_values"]
+__all__ = ["PROGRAM_ONLY_OPS", "program_op_reason", "ACTS", "ALIGN", "BINARY_OPS", "Buf", "Builder",
+           "Compiled", "EMIT", "Emitter", "MAX_PROGRAMS", "PARAM_INPUTS", "ProgramCache", "Record",
+           "Target", "Unsupported", "VIEWS", "broadcast_shape", "emit_act", "emit_binary",
+           "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul", "emit_softmax",
+           "emit_view", "fold_broadcast", "plan_arena", "record_values"]

@@ -97,3 +97,37 @@ def test_table_checks_without_a_module():
     assert set(oxk_layout.FIELDS) >= {"oxk_sgemm_plan", "oxk_conv_plan", "oxk_pool_plan", "oxk_program"}
     with pytest.raises(Fail, match=r"no struct oxk_field"):
         oxk_layout.check({})
+
+
+JS_REFUSAL = r"""
+require(process.argv[1]);
+const fs = require("fs");
+const instantiate = WebAssembly.instantiate;
+// the module's table with oxk_sgemm_plan.alpha stated as an int: oxk.js must refuse it
+WebAssembly.instantiate = async (module, imports) => {
+  const inst = await instantiate(module, imports);
+  const ex = inst.exports, rows = new DataView(ex.memory.buffer);
+  const str = (p) => {
+    let s = "";
+    for (const b = new Uint8Array(ex.memory.buffer); b[p]; p++) s += String.fromCharCode(b[p]);
+    return s;
+  };
+  const countPtr = ex.oxk_malloc(4), base = ex.oxk_layout(countPtr);
+  for (let i = 0; i < rows.getInt32(countPtr, true); i++) {
+    const r = base + 20 * i;
+    if (str(rows.getUint32(r, true)) === "oxk_sgemm_plan" && str(rows.getUint32(r + 4, true)) === "alpha")
+      rows.setInt32(r + 16, "i".charCodeAt(0), true);
+  }
+  return inst;
+};
+console.log = () => {};
+new onnxedgeWasm.Runtime().init({modules: {"oxk.wasm": fs.readFileSync(process.argv[2])}, threads: 1})
+  .then(() => { process.stdout.write("accepted\n"); }, (e) => { process.stdout.write(String(e.message) + "\n"); });
+"""
+
+
+def test_oxk_js_refuses_a_module_whose_plan_layout_disagrees(node_kernels):
+    import subprocess
+    out = subprocess.run(["node", "-e", JS_REFUSAL, W.OXK_JS, W.OXK_WASM], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert 'layout of oxk_sgemm_plan: field 4 is "alpha" (kind i' in out and '(kind f, 4 bytes) in oxk.js' in out, out

@@ -88,7 +88,7 @@
         if (have !== c || !fd || kinds.indexOf(fd.kind) < 0 || fd.size !== 4)
           throw new Error("onnxedge wasm: layout of " + name + ": field " + i + " is " + JSON.stringify(have) +
                           (fd ? " (kind " + fd.kind + ", " + fd.size + " bytes)" : "") + " in the module but " +
-                          JSON.stringify(c) + " in oxk.js");
+                          JSON.stringify(c) + " (kind " + kinds.split("").join(" or ") + ", 4 bytes) in oxk.js");
       });
       if (s.order.length !== fields.length)
         throw new Error("onnxedge wasm: layout of " + name + ": " + s.order.length + " fields in the module, " +
