@@ -243,7 +243,8 @@ def test_page_mlp_random_input_outputs_and_partition(page: Any, demo_models: Dic
         page.inner_text("#random-inputs")
     assert page.locator("#preview-box").is_hidden()
     providers = page.locator("#partition tr.node").evaluate_all("rs => rs.map(r => r.dataset.provider)")
-    assert providers and set(providers) == {"WasmSimdExecutionProvider", "CPUExecutionProvider"}
+    # every node of the MLP (Gemms and the Softmax) is in the wasm provider's program
+    assert providers and set(providers) == {"WasmSimdExecutionProvider"}
     timings = page.inner_text("#timings")
     assert "Pyodide start" in timings and "session creation" in timings and "run (in Python)" in timings
 
