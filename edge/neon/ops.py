@@ -14,13 +14,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops, ir
+from onnxedge import fused_ops, ir, oxk_program
 from onnxedge.errors import InvalidArgument
 from onnxedge.fused_ops import DOMAIN as FUSED, MS_DOMAIN
 from onnxedge.geometry import auto_pad_mode, conv_geometry, pool_geometry, spatial_attr
 from onnxedge.providers.support import Facts, OpSupport, SupportTable
 
-from .library import BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address, fold_broadcast
+from .library import BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address
 
 FLOAT, UINT8, INT8 = 1, 2, 3
 Run = Callable[[Dict[str, Any]], Optional[List[np.ndarray]]]
@@ -494,75 +494,10 @@ def _cpu(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Ru
     return lambda env: None
 
 
-def check_act(node: ir.Node, facts: Facts) -> Optional[str]:
-    """Relu / LeakyRelu / Sigmoid / Tanh / Clip over float32 (Clip's bounds scalars)."""
-    bad = _need_float(node, facts, node.inputs[:1])
-    if bad or node.op_type != "Clip":
-        return bad
-    for n in node.inputs[1:3]:
-        shape = facts.shape(n) if n else None
-        if shape is not None and (len(shape) > 1 or (len(shape) == 1 and shape[0] != 1)):
-            return "Clip bound %r is not a scalar (shape %s)" % (n, shape)
-    return _need_float(node, facts, node.inputs[1:3])
-
-
-def _known(shape: Optional[List[Any]]) -> bool:
-    return shape is not None and all(isinstance(d, (int, np.integer)) for d in shape)
-
-
-def broadcast_shape(a: Sequence[int], b: Sequence[int]) -> Optional[Tuple[int, ...]]:
-    """numpy's broadcast of two shapes, None when they do not broadcast."""
-    rank = max(len(a), len(b))
-    a = [1] * (rank - len(a)) + [int(d) for d in a]
-    b = [1] * (rank - len(b)) + [int(d) for d in b]
-    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
-        return None
-    return tuple(y if x == 1 else x for x, y in zip(a, b))
-
-
-def check_binary(node: ir.Node, facts: Facts) -> Optional[str]:
-    """Add / Sub / Mul / Div over float32 when the broadcast folds into three axes (same shape,
-    a scalar, a per-channel or per-row operand, a residual, ...)."""
-    bad = _need_float(node, facts, node.inputs[:2])
-    if bad:
-        return bad
-    sa, sb = facts.shape(node.inputs[0]), facts.shape(node.inputs[1])
-    if _known(sa) and _known(sb):
-        out = broadcast_shape(sa, sb)
-        if out is None:
-            return "shapes %s and %s do not broadcast" % (list(sa), list(sb))
-        if fold_broadcast(sa, sb, out) is None:
-            return "the broadcast of %s and %s needs more than 3 axes; NEON folds broadcasts into 3" \
-                % (list(sa), list(sb))
-    return None
-
-
-def check_softmax(node: ir.Node, facts: Facts) -> Optional[str]:
-    """Softmax / LogSoftmax over float32 along the last axis (any axis before opset 13, whose
-    Softmax flattens to 2-D)."""
-    bad = _need_float(node, facts, node.inputs[:1])
-    if bad:
-        return bad
-    opset = facts.opset_of(node) if hasattr(facts, "opset_of") else 13
-    if opset and opset < 13:
-        return None
-    axis = int(node.attributes.get("axis", -1))
-    rank = facts.rank(node.inputs[0])
-    if axis == -1 or (rank is not None and axis == rank - 1):
-        return None
-    if rank is None:
-        return "axis %d may not be the last axis (the input's rank is unknown); NEON normalizes " \
-            "over the last axis" % axis
-    return "axis %d is not the last axis of a rank-%d input; NEON normalizes over the last axis" % (axis, rank)
-
-
-def check_view(node: ir.Node, facts: Facts) -> Optional[str]:
-    """Reshape / Flatten / Squeeze / Unsqueeze / Identity of a float32 value (free in a program)."""
-    et, _ = _elem(facts, node.inputs[0] if node.inputs else "")
-    if et not in (0, FLOAT):
-        return "input %r is not float32 (ONNX element type %d); NEON programs hold float32 values" \
-            % (node.inputs[0], et)
-    return None
+def check_program_op(node: ir.Node, facts: Facts) -> Optional[str]:
+    """Activations, Add/Sub/Mul/Div, Softmax/LogSoftmax and views: the rule every engine
+    provider shares (onnxedge.oxk_program.program_op_reason)."""
+    return oxk_program.program_op_reason(node, facts, "NEON")
 
 
 TABLE = SupportTable("NeonExecutionProvider", [
@@ -579,11 +514,7 @@ TABLE = SupportTable("NeonExecutionProvider", [
     OpSupport("", "GlobalMaxPool", check=check_pool, build=build_pool),
     OpSupport("", "MatMulInteger", check=check_qmatmul, build=build_qmatmul),
     OpSupport("", "QLinearMatMul", check=check_qmatmul, build=build_qmatmul),
-] + [OpSupport("", op, check=check_act, build=_cpu) for op in ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")]
-  + [OpSupport("", op, check=check_binary, build=_cpu) for op in ("Add", "Sub", "Mul", "Div")]
-  + [OpSupport("", op, check=check_softmax, build=_cpu) for op in ("Softmax", "LogSoftmax")]
-  + [OpSupport("", op, check=check_view, build=_cpu)
-     for op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")])
+] + [OpSupport("", op, check=check_program_op, build=_cpu) for op in oxk_program.PROGRAM_ONLY_OPS])
 # (domain, op) -> (check, build): the table's records by key (tests and tools read it).
 OPS: Dict[Tuple[str, str], Tuple[Callable[..., Optional[str]], Callable[..., Run]]] = {
     (r.domain, r.op): (r.check, r.build) for r in TABLE.records()}
