@@ -20,7 +20,8 @@ from onnxedge.fused_ops import DOMAIN as FUSED, MS_DOMAIN
 from onnxedge.geometry import auto_pad_mode, conv_geometry, pool_geometry, spatial_attr
 from onnxedge.providers.support import Facts, OpSupport, SupportTable
 
-from .library import BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address
+from .library import (BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address,
+                      fold_broadcast)
 
 FLOAT, UINT8, INT8 = 1, 2, 3
 Run = Callable[[Dict[str, Any]], Optional[List[np.ndarray]]]
@@ -120,12 +121,12 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
     b0 = consts.get(bn) if bn else None
     zn = node.inputs[3] if len(node.inputs) > 3 else ""
 
-    def with_z(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
-        """FusedConv with a sum input Z: the CPU kernel node by node; programs add Z in C."""
+    def z_on_cpu(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        """FusedConv with Z and weights the plan cannot take: the CPU kernel runs it."""
         return None
 
     if packed is None or (bn and (bn not in consts or not _is_f32(b0) or b0.shape != (w0.shape[0],))):
-        return with_z if zn else slow
+        return z_on_cpu if zn else slow
     strides = spatial_attr(node.op_type, "strides", a.get("strides"), 2, 1, 1)
     dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), 2, 1, 1)
     ks = a.get("kernel_shape")
@@ -145,10 +146,44 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         return plan.addr, plan.fn, (shape[0], w0.shape[0], int(out[0]), int(out[1])), shape[0], plan
 
     if zn:
-        with_z.plan_for = plan_for  # type: ignore[attr-defined]
-        with_z.sum_input = (zn, act, params)  # type: ignore[attr-defined]
-        return with_z
+        return _conv_with_z(node, lib, plan_for, zn, act, params)
     return _planned(slow, xn, 4, plan_for, lib, node)
+
+
+def _conv_with_z(node: ir.Node, lib: KernelLibrary, plan_for: Callable[..., Optional[Tuple[Any, ...]]],
+                 zn: str, act: str, params: Sequence[float]) -> Run:
+    """FusedConv with a sum input Z node by node, in the program's order (oxk_program's
+    emit_conv_sum): conv + bias without the activation, Z + that, then the activation, all on
+    the C kernels, so the first run gives the bits the program gives."""
+    xn = node.inputs[0]
+    plans: Dict[Tuple[int, ...], Optional[Tuple[Any, ...]]] = {}
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x, z = env[xn], env[zn]
+        if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim != 4 or not _is_f32(z):
+            return None
+        ent = plans.get(x.shape, False)
+        if ent is False:
+            if len(plans) >= MAX_PLANS:
+                plans.clear()
+            ent = plans[x.shape] = plan_for(x.shape, False)
+        if ent is None:
+            return None
+        addr, fn, oshape, count, _ = ent
+        if np.broadcast(z, np.empty(oshape, np.uint8)).shape != tuple(oshape) or \
+                fold_broadcast(z.shape, oshape, oshape) is None:
+            return None
+        x, xa = data_address(x)
+        t = np.empty(oshape, F32)
+        rc = fn(addr, count, xa, _addressof(_char_from_buffer(t)))
+        if rc:
+            lib.check(rc, node.describe())
+        y = lib.binary("Add", z, t)
+        return [lib.act(y, act, params) if act else y]
+
+    run.plan_for = plan_for  # type: ignore[attr-defined]
+    run.sum_input = (zn, act, params)  # type: ignore[attr-defined]
+    return run
 
 
 def _planned(slow: Run, xn: str, rank: int, plan_for: Callable[[Tuple[int, ...]], Optional[Tuple[Any, ...]]],
@@ -487,11 +522,74 @@ def build_qmatmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarra
 # ------------------------------------------------------------------ program-only ops (issue #16)
 # Activations, arithmetic, Softmax and views run inside a group's compiled program (program.py);
 # on the node-by-node path (a group's first run with a new input shape, or a signature the program
-# cannot take) their CPU kernel runs them.
+# cannot take) the same C kernels run them, so the first run gives the bits later program runs
+# give; what the C kernels cannot take (a dtype, a broadcast, an axis) goes to the CPU kernel,
+# as the program refuses that signature too.
 
-def _cpu(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
-    """The node-by-node run of a program-only op: None, so the provider runs the CPU kernel."""
-    return lambda env: None
+def _f32_in(env: Dict[str, Any], name: str) -> Optional[np.ndarray]:
+    x = env[name]
+    return x if type(x) is np.ndarray and x.dtype is F32 else None
+
+
+def _clip_bounds(node: ir.Node, env: Dict[str, Any]) -> Optional[Tuple[float, float]]:
+    """Clip's (min, max) as the program's emitter reads them (attributes, or scalar inputs)."""
+    a = node.attributes
+    lo, hi = float(a.get("min", -np.inf)), float(a.get("max", np.inf))
+    ins = list(node.inputs) + ["", ""]
+    for i in (1, 2):
+        if ins[i]:
+            v = np.asarray(env[ins[i]])
+            if v.size != 1:
+                return None
+            if i == 1:
+                lo = float(v.reshape(()))
+            else:
+                hi = float(v.reshape(()))
+    return min(lo, hi), hi
+
+
+def _engine_op(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """The node-by-node run of a program-only op on the engine's C kernels (None: the CPU
+    kernel runs it)."""
+    op = node.op_type
+    xn = node.inputs[0] if node.inputs else ""
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        x = _f32_in(env, xn)
+        if x is None:
+            return None
+        if op in ("Relu", "Sigmoid", "Tanh"):
+            return [lib.act(x, op)]
+        if op == "LeakyRelu":
+            return [lib.act(x, op, [float(node.attributes.get("alpha", 0.01))])]
+        if op == "Clip":
+            bounds = _clip_bounds(node, env)
+            return None if bounds is None else [lib.act(x, op, list(bounds))]
+        if op in ("Add", "Sub", "Mul", "Div"):
+            b = _f32_in(env, node.inputs[1])
+            if b is None or fold_broadcast(x.shape, b.shape, np.broadcast(x, b).shape) is None:
+                return None
+            return [lib.binary(op, x, b)]
+        if op in ("Softmax", "LogSoftmax"):
+            return _softmax(node, lib, x, op == "LogSoftmax")
+        return None   # views: the CPU kernel gives the same values without a copy
+
+    return run
+
+
+def _softmax(node: ir.Node, lib: KernelLibrary, x: np.ndarray, log: bool
+             ) -> Optional[List[np.ndarray]]:
+    """Softmax over the last axis, where every opset means that: an `axis` naming the last axis,
+    or no `axis` on a 2-D input (the default is -1 from opset 13 and 1 before; the build does
+    not see the opset). Anything else goes to the CPU kernel."""
+    rank = x.ndim
+    axis = node.attributes.get("axis")
+    if rank == 0 or (axis is None and rank != 2):
+        return None
+    a = rank - 1 if axis is None else int(axis)
+    if (a + rank if a < 0 else a) != rank - 1:
+        return None
+    return [lib.softmax(x, log)]
 
 
 def check_program_op(node: ir.Node, facts: Facts) -> Optional[str]:
@@ -514,7 +612,8 @@ TABLE = SupportTable("NeonExecutionProvider", [
     OpSupport("", "GlobalMaxPool", check=check_pool, build=build_pool),
     OpSupport("", "MatMulInteger", check=check_qmatmul, build=build_qmatmul),
     OpSupport("", "QLinearMatMul", check=check_qmatmul, build=build_qmatmul),
-] + [OpSupport("", op, check=check_program_op, build=_cpu) for op in oxk_program.PROGRAM_ONLY_OPS])
+] + [OpSupport("", op, check=check_program_op, build=_engine_op)
+     for op in oxk_program.PROGRAM_ONLY_OPS])
 # (domain, op) -> (check, build): the table's records by key (tests and tools read it).
 OPS: Dict[Tuple[str, str], Tuple[Callable[..., Optional[str]], Callable[..., Run]]] = {
     (r.domain, r.op): (r.check, r.build) for r in TABLE.records()}

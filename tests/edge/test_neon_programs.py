@@ -86,6 +86,17 @@ def test_programs_bitwise_equal_for_1_and_2_threads(built, name):
     assert outs[0].tobytes() == outs[1].tobytes()
 
 
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "bert_encoder"])
+def test_first_run_gives_the_bits_of_the_program(built, name):
+    """The first run of a signature goes node by node (recording shapes) on the same C kernels,
+    in the same order, as the program the later runs use: the same bits every run."""
+    feeds = models.make_inputs(name, batch=1)
+    sess = _neon(built[name])
+    first = sess.run(None, feeds)[0]
+    assert _programs(sess)
+    assert sess.run(None, feeds)[0].tobytes() == first.tobytes()
+
+
 def _model(nodes, inputs, outputs, inits=(), opset=17):
     graph = helper.make_graph(nodes, "g", inputs, outputs,
                               [numpy_helper.from_array(v, k) for k, v in inits])
