@@ -532,7 +532,7 @@ class InferenceSession:
                     device_values.to_host_for(step.device_type, env, step.inputs)
                 t0 = profiling.now_us()
                 step.run(env)
-                if step.provider != "CPUExecutionProvider":
+                if step.provider != "CPUExecutionProvider" and not step.profiles_nodes:
                     prof.step([nodes[i] for i in step.node_indices], step.provider, t0,
                               profiling.now_us())
         out = self._collect(env, names)

@@ -124,6 +124,7 @@ class Step:
         self.run_async = run_async
         self.inputs: List[str] = []
         self.device_type = "cpu"
+        self.profiles_nodes = False   # True: it records its own Node events while profiling
 
 
 class ExecutionProvider:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from onnxedge import executor, ir
+from onnxedge import executor, ir, profiling
 from onnxedge.errors import InvalidArgument, OnnxEdgeError, RuntimeException
 from onnxedge.providers.base import CompileContext, ExecutionProvider, Group, Step
 from onnxedge.providers.support import Facts, NoFacts
@@ -112,8 +112,11 @@ class NeonExecutionProvider(ExecutionProvider):
                                 consts, opsets) if self.use_programs else None
         freed = group.freed
 
-        def node_by_node(env: Dict[str, Any], rec: Optional[Record]) -> None:
+        def node_by_node(env: Dict[str, Any], rec: Optional[Record], prof: Any = None) -> None:
             for node, run, fallback, free in plan:
+                if prof is not None:
+                    t0 = profiling.now_us()
+                    args = [env.get(name) if name else None for name in node.inputs]
                 try:
                     outs = run(env)
                 except KeyError as e:
@@ -133,12 +136,18 @@ class NeonExecutionProvider(ExecutionProvider):
                     for name, val in zip(node.outputs, outs):
                         if name:
                             env[name] = val
+                    if prof is not None:
+                        prof.node(node, self.name, t0, profiling.now_us(), args, outs)
                 if rec is not None:
                     record_values(env, node.outputs, rec)
                 for name in free:
                     env.pop(name, None)
 
         def step(env: Dict[str, Any]) -> None:
+            prof = profiling.current()
+            if prof is not None:   # one event per node; node by node gives the program's bits
+                node_by_node(env, None, prof)
+                return
             sig = programs.signature(env) if programs is not None else None
             if sig is None:
                 node_by_node(env, None)
@@ -157,6 +166,7 @@ class NeonExecutionProvider(ExecutionProvider):
                     env.pop(name, None)
 
         out = Step(self.name, group.node_indices, step)
+        out.profiles_nodes = True   # records its own Node events while profiling
         out.programs = programs  # type: ignore[attr-defined]  # tests and tools read it
         return out
 

@@ -55,3 +55,24 @@ def test_a_bad_value_is_refused():
     m = models.build("mlp").SerializeToString()
     with pytest.raises(onnxedge.InvalidArgument, match="session.cpu_engine"):
         onnxedge.InferenceSession(m, _options("yes"))
+
+
+def test_profiling_sees_every_engine_node_and_the_same_outputs(tmp_path):
+    m = models.build("mlp").SerializeToString()
+    feeds = models.make_inputs("mlp")
+    plain = onnxedge.InferenceSession(m, _options("1"))
+    want = [plain.run(None, feeds)[0] for _ in range(2)]
+    so = _options("1")
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "p_")
+    sess = onnxedge.InferenceSession(m, so)
+    got = [sess.run(None, feeds)[0] for _ in range(2)]
+    import json
+    events = json.load(open(sess.end_profiling()))
+    nodes = [e for e in events if e.get("cat") == "Node"]
+    ops = [e["args"]["op_name"] for e in nodes]
+    assert sorted(set(ops)) == sorted({r["op_type"] for r in sess.partition_report()})
+    assert len(nodes) == 2 * len(sess.partition_report())
+    assert {e["args"]["provider"] for e in nodes} == {NEON}
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()   # node by node gives the program's bits
