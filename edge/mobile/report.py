@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from onnxedge import InferenceSession, model_io, optimizer
+from onnxedge import InferenceSession, SessionOptions, model_io, optimizer
 
 from . import package
 
@@ -58,9 +58,11 @@ def model_section(oxe: str, name: str, target: str, feeds: Dict[str, np.ndarray]
     opts = dict(target_options or {}, dims=package.default_dims(oxe))
     part = package.partition(oxe, tgt.provider, opts)
     part.pop("_artifacts")
-    sess = InferenceSession(oxe, providers=[(tgt.provider, dict(opts, reference=True)),
-                                            "CPUExecutionProvider"])
-    cpu = InferenceSession(oxe, providers=["CPUExecutionProvider"])
+    numpy_only = SessionOptions()   # "vs CPU" means the numpy kernels the references mirror
+    numpy_only.add_session_config_entry("session.cpu_engine", "0")
+    sess = InferenceSession(oxe, numpy_only, providers=[(tgt.provider, dict(opts, reference=True)),
+                                                        "CPUExecutionProvider"])
+    cpu = InferenceSession(oxe, numpy_only, providers=["CPUExecutionProvider"])
     got = sess.run(None, feeds)
     want = cpu.run(None, feeds)
     short = tgt.provider.replace("ExecutionProvider", "")
