@@ -558,18 +558,22 @@ def _engine_op(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         x = _f32_in(env, xn)
         if x is None:
             return None
+        # the wrappers hand back at least 1-D arrays: results take the ONNX shape (0-D too)
         if op in ("Relu", "Sigmoid", "Tanh"):
-            return [lib.act(x, op)]
+            return [lib.act(x, op).reshape(x.shape)]
         if op == "LeakyRelu":
-            return [lib.act(x, op, [float(node.attributes.get("alpha", 0.01))])]
+            return [lib.act(x, op, [float(node.attributes.get("alpha", 0.01))]).reshape(x.shape)]
         if op == "Clip":
             bounds = _clip_bounds(node, env)
-            return None if bounds is None else [lib.act(x, op, list(bounds))]
+            return None if bounds is None else [lib.act(x, op, list(bounds)).reshape(x.shape)]
         if op in ("Add", "Sub", "Mul", "Div"):
             b = _f32_in(env, node.inputs[1])
-            if b is None or fold_broadcast(x.shape, b.shape, np.broadcast(x, b).shape) is None:
+            if b is None:
                 return None
-            return [lib.binary(op, x, b)]
+            shape = np.broadcast(x, b).shape
+            if fold_broadcast(x.shape, b.shape, shape) is None:
+                return None
+            return [lib.binary(op, x, b).reshape(shape)]
         if op in ("Softmax", "LogSoftmax"):
             return _softmax(node, lib, x, op == "LogSoftmax")
         return None   # views: the CPU kernel gives the same values without a copy
