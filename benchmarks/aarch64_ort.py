@@ -153,6 +153,7 @@ def session(d: str, name: str, engine: str):
     import onnxedge
     opts = onnxedge.SessionOptions()
     opts.intra_op_num_threads = 1
+    opts.add_session_config_entry("session.cpu_engine", "0")   # "cpu" means the numpy kernels
     po = [{"intra_op_num_threads": 1}, {}] if engine == "neon" else None
     return onnxedge.InferenceSession(os.path.join(d, name + ".oxe"), opts,
                                      providers=ONNXEDGE_PROVIDERS[engine], provider_options=po)

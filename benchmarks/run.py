@@ -43,8 +43,8 @@ def _session(engine: str, path: str, threads: str):
     else:
         import onnxedge as rt
     opts = rt.SessionOptions()
-    if engine == ENGINE:
-        opts.add_session_config_entry("session.cpu_engine", "1")
+    if engine != "onnxruntime":   # "onnxedge": the numpy kernels alone; ENGINE: with the C engine
+        opts.add_session_config_entry("session.cpu_engine", "1" if engine == ENGINE else "0")
     if threads != "default":
         opts.intra_op_num_threads = int(threads)
         opts.inter_op_num_threads = int(threads)

@@ -53,10 +53,9 @@ class SessionOptions:
     larger requests raise RuntimeException before allocating. Default: half the physical memory.
     "session.run_timeout_ms": a time limit for each `run` (0: none; RunOptions.run_timeout_ms
     overrides it per run); a run past it raises RuntimeException.
-    "session.cpu_engine": "1" puts onnxedge's C engine (the native kernel library) in front of
-    the CPU provider wherever it is available, for the nodes it claims (listed by
-    `partition_report()`, not by `get_providers()`); "0" (the default this round) keeps the numpy
-    kernels alone.
+    "session.cpu_engine": "1" (the default) puts onnxedge's C engine (the native kernel library)
+    in front of the CPU provider wherever it is available, for the nodes it claims (listed by
+    `partition_report()`, not by `get_providers()`); "0" keeps the numpy kernels alone.
     """
 
     def __init__(self) -> None:
@@ -405,7 +404,7 @@ class InferenceSession:
         """Choose the providers again (as in the constructor) and re-partition the model."""
         requested = _normalize_providers(providers, provider_options)
         named = [name for name, _ in requested]
-        if _config_flag(self._sess_options, CPU_ENGINE_KEY, False):
+        if _config_flag(self._sess_options, CPU_ENGINE_KEY, True):
             requested = _with_cpu_engine(requested)
         # the engine the session added itself runs nodes but is not one the caller registered
         self._implicit = {name for name, _ in requested} - set(named) - {"CPUExecutionProvider"}

@@ -1,6 +1,6 @@
-"""The session config entry "session.cpu_engine": "1" puts the C engine (NeonExecutionProvider,
-the native kernel library) in front of the CPU provider without the caller naming it; "0" (the
-default this round) keeps numpy alone."""
+"""The session config entry "session.cpu_engine": "1" (the default) puts the C engine
+(NeonExecutionProvider, the native kernel library) in front of the CPU provider without the
+caller naming it; "0" keeps numpy alone."""
 from __future__ import annotations
 
 import sys
@@ -44,9 +44,11 @@ def test_engine_runs_what_it_claims_when_asked(providers):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_default_keeps_numpy_alone_and_engine_is_not_added_twice():
+def test_the_engine_is_the_default_and_is_not_added_twice():
     m = models.build("mlp").SerializeToString()
-    assert onnxedge.InferenceSession(m).get_providers() == ["CPUExecutionProvider"]
+    sess = onnxedge.InferenceSession(m)
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+    assert {r["provider"] for r in sess.partition_report()} == {NEON}
     sess = onnxedge.InferenceSession(m, _options("1"), providers=[NEON, "CPUExecutionProvider"])
     assert [p.name for p in sess.providers] == [NEON, "CPUExecutionProvider"]
 
@@ -76,3 +78,18 @@ def test_profiling_sees_every_engine_node_and_the_same_outputs(tmp_path):
     assert {e["args"]["provider"] for e in nodes} == {NEON}
     for g, w in zip(got, want):
         assert g.tobytes() == w.tobytes()   # node by node gives the program's bits
+
+
+def test_scalars_keep_their_shape_on_both_paths():
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Relu", ["q"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [])
+                                       for n in ("a", "b")],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    sess = onnxedge.InferenceSession(m.SerializeToString(), _options("1"))
+    assert {r["provider"] for r in sess.partition_report()} == {NEON}
+    feeds = {"a": np.array(-3.0, np.float32), "b": np.array(-2.0, np.float32)}
+    for _ in range(3):   # node by node, then the program
+        y = sess.run(None, feeds)[0]
+        assert y.shape == () and float(y) == 1.5

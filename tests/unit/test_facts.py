@@ -175,6 +175,7 @@ def test_session_hands_the_facts_to_providers_in_the_compile_context(monkeypatch
                                          "CPUExecutionProvider"])
     assert seen and seen[0].shape("a") == [2, 2] and seen[0].dtype("b") == np.float32
     seen.clear()
+    so.add_session_config_entry("session.cpu_engine", "0")   # numpy alone, no C engine
     sess = onnxedge.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     assert seen and seen[0].shape("a") is None          # numpy alone: no facts worked out
     sess.set_providers([("NnapiExecutionProvider", {"reference": True}), "CPUExecutionProvider"])

@@ -205,7 +205,8 @@ def test_providers_and_options():
     assert sess.get_session_options().get_session_config_entry("session.foo") == "bar"
     report = sess.partition_report()
     assert [r["op_type"] for r in report] == ["MatMul", "Add", "Relu", "MatMul"]
-    assert {r["provider"] for r in report} == {"CPUExecutionProvider"}
+    # numpy, and the C engine (session.cpu_engine) for what it claims where its library loads
+    assert {r["provider"] for r in report} <= {"CPUExecutionProvider", "NeonExecutionProvider"}
 
 
 def test_intermediates_are_released_after_last_use():
