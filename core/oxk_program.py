@@ -275,26 +275,38 @@ def emit_global_pool(bd: Builder, node: ir.Node, run: Any = None) -> None:
             bd.write(node.outputs[0]))
 
 
+def act_params(node: ir.Node, value_of: Callable[[str], Optional[np.ndarray]]
+               ) -> Optional[Tuple[float, float]]:
+    """The epilogue parameters (p0, p1) of Relu / LeakyRelu / Sigmoid / Tanh / Clip; Clip's
+    bounds come from its attributes or its inputs (`value_of(name)`: the value, None when there
+    is none to read); None when a bound is not a scalar. The program and the node-by-node path
+    both read them here, so both give the same bits."""
+    op, a = node.op_type, node.attributes
+    if op == "LeakyRelu":
+        return float(a.get("alpha", 0.01)), 0.0
+    if op != "Clip":
+        return 0.0, 0.0
+    lo, hi = float(a.get("min", -np.inf)), float(a.get("max", np.inf))
+    ins = list(node.inputs) + ["", ""]
+    for i in (1, 2):
+        v = value_of(ins[i]) if ins[i] else None
+        if v is None:
+            continue
+        if v.size != 1:
+            return None
+        if i == 1:
+            lo = float(v.reshape(()))
+        else:
+            hi = float(v.reshape(()))
+    return min(lo, hi), hi   # min > max: every value is max (as max(min(x, ...)) gives)
+
+
 def emit_act(bd: Builder, node: ir.Node, run: Any = None) -> None:
     """Relu / LeakyRelu / Sigmoid / Tanh / Clip (scalar bounds, constant or in the signature)."""
-    op, a = node.op_type, node.attributes
-    p0 = p1 = 0.0
-    if op == "LeakyRelu":
-        p0 = float(a.get("alpha", 0.01))
-    elif op == "Clip":
-        lo, hi = float(a.get("min", -np.inf)), float(a.get("max", np.inf))
-        ins = list(node.inputs) + ["", ""]
-        for i, name in ((1, ins[1]), (2, ins[2])):
-            v = bd.param(name)
-            if v is not None:
-                if v.size != 1:
-                    raise Unsupported("Clip bound %r is not a scalar" % name)
-                if i == 1:
-                    lo = float(v.reshape(()))
-                else:
-                    hi = float(v.reshape(()))
-        p0, p1 = min(lo, hi), hi   # min > max: every value is max (as max(min(x, ...)) gives)
-    args = bd.struct("oxk_epilogue", ACT_CODES[op], p0, p1)
+    params = act_params(node, bd.param)
+    if params is None:
+        raise Unsupported("a Clip bound of %s is not a scalar" % node.describe())
+    args = bd.struct("oxk_epilogue", ACT_CODES[node.op_type], *params)
     x = bd.read(node.inputs[0])
     bd.emit(OP_ACT, int(np.prod(bd.shape(node.inputs[0]))), args, x, None, bd.write(node.outputs[0]))
 

@@ -604,11 +604,8 @@ class InferenceSession:
             outs = [env[name] for name in names]
         except KeyError as e:
             raise InvalidGraph("output %s was not produced by the model" % e) from None
-        return [o.copy() if type(o) is np.ndarray and not o.flags.writeable
-                else o if type(o) is np.ndarray
-                else self._own(o) if self._kept_on_device(n, o)
-                or not device_values.is_device_value(o)
-                else o.numpy() for n, o in zip(names, outs)]
+        return [self._own(o) if type(o) is np.ndarray or not device_values.is_device_value(o)
+                or self._kept_on_device(n, o) else o.numpy() for n, o in zip(names, outs)]
 
     def _check_output_names(self, output_names: Optional[Sequence[str]]) -> List[str]:
         if not output_names:

@@ -531,23 +531,6 @@ def _f32_in(env: Dict[str, Any], name: str) -> Optional[np.ndarray]:
     return x if type(x) is np.ndarray and x.dtype is F32 else None
 
 
-def _clip_bounds(node: ir.Node, env: Dict[str, Any]) -> Optional[Tuple[float, float]]:
-    """Clip's (min, max) as the program's emitter reads them (attributes, or scalar inputs)."""
-    a = node.attributes
-    lo, hi = float(a.get("min", -np.inf)), float(a.get("max", np.inf))
-    ins = list(node.inputs) + ["", ""]
-    for i in (1, 2):
-        if ins[i]:
-            v = np.asarray(env[ins[i]])
-            if v.size != 1:
-                return None
-            if i == 1:
-                lo = float(v.reshape(()))
-            else:
-                hi = float(v.reshape(()))
-    return min(lo, hi), hi
-
-
 def _engine_op(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
     """The node-by-node run of a program-only op on the engine's C kernels (None: the CPU
     kernel runs it)."""
@@ -559,13 +542,9 @@ def _engine_op(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         if x is None:
             return None
         # the wrappers hand back at least 1-D arrays: results take the ONNX shape (0-D too)
-        if op in ("Relu", "Sigmoid", "Tanh"):
-            return [lib.act(x, op).reshape(x.shape)]
-        if op == "LeakyRelu":
-            return [lib.act(x, op, [float(node.attributes.get("alpha", 0.01))]).reshape(x.shape)]
-        if op == "Clip":
-            bounds = _clip_bounds(node, env)
-            return None if bounds is None else [lib.act(x, op, list(bounds)).reshape(x.shape)]
+        if op in oxk_program.ACTS:
+            params = oxk_program.act_params(node, lambda name: np.asarray(env[name]))
+            return None if params is None else [lib.act(x, op, list(params)).reshape(x.shape)]
         if op in ("Add", "Sub", "Mul", "Div"):
             b = _f32_in(env, node.inputs[1])
             if b is None:

@@ -26,3 +26,18 @@ def webgpu():
     if not _available():
         pytest.fail("no WebGPU adapter: run `make setup` (installs wgpu and mesa-vulkan-drivers)")
     return PROVIDERS
+
+
+@pytest.fixture
+def executes(webgpu, monkeypatch):
+    """(uploads, read-backs) of every submit the default device executes during the test."""
+    from onnxedge.web.webgpu import device as webgpu_device
+    dev = webgpu_device.default_device()
+    calls = []
+    real = dev.execute
+
+    def execute(cmds):
+        calls.append((len(cmds.uploads), len(cmds.readbacks)))
+        return real(cmds)
+    monkeypatch.setattr(dev, "execute", execute)
+    return calls

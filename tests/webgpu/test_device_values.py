@@ -44,21 +44,7 @@ def _reference_steps(xs):
     return ys, past
 
 
-@pytest.fixture
-def spy(webgpu, monkeypatch):
-    """Each execute's (uploads, read-backs) counts."""
-    dev = webgpu_device.default_device()
-    calls = []
-    real = dev.execute
-
-    def execute(cmds):
-        calls.append((len(cmds.uploads), len(cmds.readbacks)))
-        return real(cmds)
-    monkeypatch.setattr(dev, "execute", execute)
-    return calls
-
-
-def test_kv_cache_stays_on_the_device_between_runs(webgpu, spy):
+def test_kv_cache_stays_on_the_device_between_runs(webgpu, executes):
     sess = onnxedge.InferenceSession(_decoder_step_model(), providers=webgpu)
     assert all(r["provider"] == "WebGpuExecutionProvider" for r in sess.partition_report())
     xs = [np.random.default_rng(10 + k).standard_normal((1, D)).astype(np.float32)
@@ -68,7 +54,7 @@ def test_kv_cache_stays_on_the_device_between_runs(webgpu, spy):
     assert past.device_name() == "webgpu"
     io = sess.io_binding()
     for k, x in enumerate(xs):
-        del spy[:]
+        del executes[:]
         io.bind_cpu_input("x", x)
         io.bind_ortvalue_input("past", past)
         io.bind_output("present", "webgpu")
@@ -78,7 +64,7 @@ def test_kv_cache_stays_on_the_device_between_runs(webgpu, spy):
         assert present.device_name() == "webgpu" and y.device_name() == "cpu"
         assert present.shape() == [1, k + 2, D]
         # one submit; only x is uploaded (past is read in place), only y comes back
-        assert spy == [(1, 1)], spy
+        assert executes == [(1, 1)], executes
         np.testing.assert_allclose(y.numpy(), want[k], rtol=1e-4, atol=1e-5)
         past = present
     np.testing.assert_allclose(past.numpy(), want_cache, rtol=1e-4, atol=1e-5)
