@@ -37,6 +37,23 @@ def assert_close_to_reference(got: np.ndarray, want: np.ndarray, abs_bound: np.n
                                 tol[i], k))
 
 
+def activation_reference(y: np.ndarray, act: str, p: tuple) -> np.ndarray:
+    """The C kernels' epilogue activation `act` (oxk.h names, parameters `p`) in float64."""
+    if act == "Relu":
+        return np.maximum(y, 0)
+    if act == "Clip":
+        return np.clip(y, p[0], p[1])
+    if act == "Sigmoid":
+        return 1 / (1 + np.exp(-y))
+    if act == "GeluTanh":
+        return 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
+    if act == "LeakyRelu":
+        return np.where(y >= 0, y, y * p[0])
+    if act == "Tanh":
+        return np.tanh(y)
+    return y
+
+
 def activation_bound(pre_bound: np.ndarray, act: Optional[str]) -> np.ndarray:
     """The bound after an activation whose slope is at most 1 (Relu, Clip, Tanh, Sigmoid, ...):
     rounding before it shrinks or stays; GeluTanh's slope reaches ~1.13, allowed for."""

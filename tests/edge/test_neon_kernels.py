@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from neon_helpers import ensure_built
-from tolerance import activation_bound, assert_close_to_reference, conv_reference
+from tolerance import (activation_bound, activation_reference, assert_close_to_reference,
+                       conv_reference)
 
 ensure_built()
 
@@ -23,22 +24,6 @@ def lib(request):
     k = L.load(request.param)
     k.set_num_threads(2)
     return k
-
-
-def _np_act(y, act, p):
-    if act == "Relu":
-        return np.maximum(y, 0)
-    if act == "Clip":
-        return np.clip(y, p[0], p[1])
-    if act == "Sigmoid":
-        return 1 / (1 + np.exp(-y))
-    if act == "GeluTanh":
-        return 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
-    if act == "LeakyRelu":
-        return np.where(y >= 0, y, y * p[0])
-    if act == "Tanh":
-        return np.tanh(y)
-    return y
 
 
 SHAPES = [(1, 1, 1), (1, 17, 3), (7, 9, 13), (8, 8, 8), (9, 16, 1), (17, 33, 257), (64, 1, 5),
@@ -76,7 +61,7 @@ def test_sgemm_epilogues(lib, act, params, kind):
     b_abs = np.abs(bias[:, None] if kind == L.BIAS_ROW else bias[None, :])
     pre = a.astype(np.float64) @ b + (bias[:, None] if kind == L.BIAS_ROW else bias[None, :])
     bound = activation_bound(np.abs(a).astype(np.float64) @ np.abs(b) + b_abs, act)
-    want = _np_act(pre, act, params)
+    want = activation_reference(pre, act, params)
     got = lib.sgemm(a, b, bias=bias, bias_kind=kind, act=act, act_params=params)
     assert_close_to_reference(got, want, bound, K + 1, "sgemm " + act, rel=1e-5)
     ref = lib.sgemm(a, b, bias=bias, bias_kind=kind, act=act, act_params=params, reference=True)

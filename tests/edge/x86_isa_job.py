@@ -12,7 +12,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/
 
-from tolerance import activation_bound, assert_close_to_reference, conv_reference  # noqa: E402
+from tolerance import (activation_bound, activation_reference, assert_close_to_reference,
+                       conv_reference)  # noqa: E402
 
 from onnxedge.edge.neon import library as L  # noqa: E402
 from onnxedge.kernels.conv import conv as np_conv  # noqa: E402
@@ -24,23 +25,6 @@ SHAPES = [(1, 1, 1), (0, 5, 3), (4, 0, 2), (3, 5, 0), (1, 17, 9), (5, 1, 33), (6
           (97, 65, 31), (50, 300, 20)]
 ACTS = [("", ()), ("Relu", ()), ("Clip", (-0.5, 0.7)), ("Sigmoid", ()), ("GeluTanh", ()),
         ("LeakyRelu", (0.1,)), ("Tanh", ())]
-
-
-def np_act(y: np.ndarray, act: str, p: tuple) -> np.ndarray:
-    """The activation in float64."""
-    if act == "Relu":
-        return np.maximum(y, 0)
-    if act == "Clip":
-        return np.clip(y, p[0], p[1])
-    if act == "Sigmoid":
-        return 1 / (1 + np.exp(-y))
-    if act == "GeluTanh":
-        return 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y ** 3)))
-    if act == "LeakyRelu":
-        return np.where(y >= 0, y, y * p[0])
-    if act == "Tanh":
-        return np.tanh(y)
-    return y
 
 
 def check_shapes(k: L.KernelLibrary) -> None:
@@ -79,7 +63,7 @@ def check_epilogues(k: L.KernelLibrary) -> None:
             for act, params in ACTS:
                 bound = activation_bound(np.abs(a).astype(np.float64) @ np.abs(b) + np.abs(b2), act)
                 got = k.sgemm(a, b, bias=bias, bias_kind=kind, act=act, act_params=params)
-                assert_close_to_reference(got, np_act(pre, act, params), bound, K + 1,
+                assert_close_to_reference(got, activation_reference(pre, act, params), bound, K + 1,
                                           "%s sgemm %dx%dx%d bias %d %s" % (k.backend, M, N, K, kind, act),
                                           rel=1e-5)
 
