@@ -107,24 +107,32 @@ typedef struct {
     int mblocks, nblocks;
 } gemm_job;
 
-/* The general merge of an (mv x nv) tile (row stride NR) into C: alpha, beta on the first K
- * block, accumulation on later ones, bias and activation on the last. */
-static void store_tile_general(const gemm_job* g, const float* tile, int mv, int nv, int m0, int n0,
-                               int first, int last) {
+void oxk_store_tile(const float* tile, int stride, int mv, int nv, float* C, int ldc,
+                    float alpha, float beta, const float* bias, int bias_kind, int act,
+                    float p0, float p1, int first, int last) {
     int r, j;
     for (r = 0; r < mv; r++) {
-        float* c = g->C + (size_t)(m0 + r) * g->ldc + n0;
-        const float* t = tile + r * NR;
+        float* c = C + (size_t)r * ldc;
+        const float* t = tile + (size_t)r * stride;
         for (j = 0; j < nv; j++) {
-            float x = g->alpha * t[j];
+            float x = alpha * t[j];
             if (!first) x += c[j];
-            else if (g->beta != 0.f) x += g->beta * c[j];
-            if (last && g->bias_kind == OXK_BIAS_ROW) x += g->bias[m0 + r];
-            else if (last && g->bias_kind == OXK_BIAS_COL) x += g->bias[n0 + j];
+            else if (beta != 0.f) x += beta * c[j];
+            if (last && bias_kind == OXK_BIAS_ROW) x += bias[r];
+            else if (last && bias_kind == OXK_BIAS_COL) x += bias[j];
             c[j] = x;
         }
-        if (last) oxk_act_row(c, nv, g->act, g->p0, g->p1);
+        if (last) oxk_act_row(c, nv, act, p0, p1);
     }
+}
+
+/* oxk_store_tile for a tile of this core (row stride NR) at (m0, n0) of the job's C. */
+static void store_tile_general(const gemm_job* g, const float* tile, int mv, int nv, int m0, int n0,
+                               int first, int last) {
+    const float* bias = g->bias_kind == OXK_BIAS_ROW ? g->bias + m0
+                      : g->bias_kind == OXK_BIAS_COL ? g->bias + n0 : g->bias;
+    oxk_store_tile(tile, NR, mv, nv, g->C + (size_t)m0 * g->ldc + n0, g->ldc, g->alpha, g->beta,
+                   bias, g->bias_kind, g->act, g->p0, g->p1, first, last);
 }
 
 /* The micro-kernels name every accumulator (c<row>0, c<row>1: row r, columns 0-3 and 4-7) instead

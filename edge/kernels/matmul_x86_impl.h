@@ -94,24 +94,13 @@ typedef struct {
     int nblocks;
 } gemm_job;
 
-/* The general merge of an (mv x nv) tile (row stride NR) into C: alpha, beta on the first K
- * block, accumulation on later ones, bias and activation on the last. */
-static __attribute__((noinline)) void store_general(const gemm_job* g, const float* tile, int mv, int nv, int m0, int n0,
+/* oxk_store_tile (matmul.c) for a tile of this core (row stride NR) at (m0, n0) of the job's C. */
+static void store_general(const gemm_job* g, const float* tile, int mv, int nv, int m0, int n0,
                           int first, int last) {
-    int r, j;
-    for (r = 0; r < mv; r++) {
-        float* c = g->C + (size_t)(m0 + r) * g->ldc + n0;
-        const float* t = tile + r * NR;
-        for (j = 0; j < nv; j++) {
-            float x = g->alpha * t[j];
-            if (!first) x += c[j];
-            else if (g->beta != 0.f) x += g->beta * c[j];
-            if (last && g->bias_kind == OXK_BIAS_ROW) x += g->bias[m0 + r];
-            else if (last && g->bias_kind == OXK_BIAS_COL) x += g->bias[n0 + j];
-            c[j] = x;
-        }
-        if (last) oxk_act_row(c, nv, g->act, g->p0, g->p1);
-    }
+    const float* bias = g->bias_kind == OXK_BIAS_ROW ? g->bias + m0
+                      : g->bias_kind == OXK_BIAS_COL ? g->bias + n0 : g->bias;
+    oxk_store_tile(tile, NR, mv, nv, g->C + (size_t)m0 * g->ldc + n0, g->ldc, g->alpha, g->beta,
+                   bias, g->bias_kind, g->act, g->p0, g->p1, first, last);
 }
 
 /* R rows (a constant after inlining) x NV vectors of C from kc K steps of the packed panels a and

@@ -116,6 +116,13 @@ OXK_API int oxk_ref_qgemm(int M, int N, int K, const void* A, int a_signed, cons
 typedef void (*oxk_task_fn)(void* ctx, int i);
 void oxk_parallel_for(int n, oxk_task_fn fn, void* ctx);
 float oxk_act_scalar(float v, int act, float p0, float p1);
+/* The general merge of an (mv x nv) tile (row stride `stride`) into C (at the tile's corner,
+ * row stride ldc): alpha, beta on the first K block (`first`), accumulation on later ones, bias
+ * (ROW: one per tile row, COL: one per column, from `bias` on) and the activation on the last
+ * (`last`). Every SGEMM core's edge tiles go through it. */
+void oxk_store_tile(const float* tile, int stride, int mv, int nv, float* C, int ldc,
+                    float alpha, float beta, const float* bias, int bias_kind, int act,
+                    float p0, float p1, int first, int last);
 void oxk_act_row(float* y, int n, int act, float p0, float p1);
 void* oxk_aligned_alloc(size_t bytes);
 void oxk_aligned_free(void* p);
