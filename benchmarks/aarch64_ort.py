@@ -31,7 +31,6 @@ differently. Writes benchmarks/results/aarch64.json and aarch64.png and prints a
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform
@@ -181,19 +180,8 @@ def count_regions(d: str, names: Sequence[str], runs: int) -> Tuple[List[dict], 
         for engine in ENGINES:
             t0 = time.time()
             sess = session(d, name, engine)
-            for _ in range(WARMUP.get(name, 3)):
-                sess.run(None, feeds)
-            gc.collect()
-            gc.disable()
-            marks = []
-            for part in range(3):
-                if part:
-                    for _ in range(n):
-                        sess.run(None, feeds)
-                label += 1
-                mark(label)
-                marks.append(label)
-            gc.enable()
+            marks = neon.marked_runs(sess, feeds, n, WARMUP.get(name, 3), mark, label)
+            label = marks[-1]
             outs[engine] = np.asarray(sess.run(None, feeds)[0])
             np.save(os.path.join(d, "out_%s_%s.npy" % (name, engine)), outs[engine])
             regions.append({"name": name, "engine": engine, "runs": n, "marks": marks})

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -172,6 +172,26 @@ def marker(counter: str) -> Callable[[int], None]:
     return lambda label: lib.oxk_insn_mark(label)
 
 
+def marked_runs(sess: Any, feeds: Dict[str, np.ndarray], runs: int, warmup: int,
+                mark: Callable[[int], None], label: int) -> List[int]:
+    """Warm up, then mark / `runs` inferences / mark / `runs` inferences / mark (labels after
+    `label`, garbage collection off between the marks); the three labels."""
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    gc.collect()
+    gc.disable()
+    marks = []
+    for part in range(3):
+        if part:
+            for _ in range(runs):
+                sess.run(None, feeds)
+        label += 1
+        mark(label)
+        marks.append(label)
+    gc.enable()
+    return marks
+
+
 def count_regions(d: str, names: Sequence[str], runs: int, counter: str) -> List[dict]:
     """Warm up, then mark / `runs` inferences / mark / `runs` inferences / mark, per workload and
     engine; returns the regions as {name, engine, runs, marks}."""
@@ -179,19 +199,8 @@ def count_regions(d: str, names: Sequence[str], runs: int, counter: str) -> List
     regions, label = [], 0
     for name in names:
         for engine, (sess, feeds) in _sessions(d, name).items():
-            for _ in range(WARMUP):
-                sess.run(None, feeds)
-            gc.collect()
-            gc.disable()
-            marks = []
-            for part in range(3):
-                if part:
-                    for _ in range(runs):
-                        sess.run(None, feeds)
-                label += 1
-                mark(label)
-                marks.append(label)
-            gc.enable()
+            marks = marked_runs(sess, feeds, runs, WARMUP, mark, label)
+            label = marks[-1]
             regions.append({"name": name, "engine": engine, "runs": runs, "marks": marks})
         print("  [%s] counted %s" % (counter, name), flush=True)
     return regions
