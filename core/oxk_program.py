@@ -26,6 +26,7 @@ F32 = np.dtype(np.float32)
 MAX_PROGRAMS = 32    # programs kept per group (one per input-shape signature)
 PARAM_MAX = 64       # a run-time parameter input (Reshape's shape, Clip's bounds) up to this size
 ALIGN = 64           # arena offsets, bytes
+INSTR_SLOTS = 8      # operand slots of one instruction (oxk.h OXK_INSTR_SLOTS)
 # Inputs read as parameters, not data: their values are baked into the program, so a
 # non-constant one is part of the signature.
 PARAM_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Clip": (1, 2)}
@@ -134,7 +135,7 @@ class Builder:
         self.bufs: List[Buf] = []
         self.of: Dict[str, Buf] = {}      # value name -> its buffer (views share)
         self.in_names: List[str] = []
-        self.instrs: List[Tuple[int, int, int, Tuple[Optional[Buf], ...]]] = []
+        self.instrs: List[Tuple[int, int, int, Tuple[Optional[Buf], ...]]] = []   # slots: INSTR_SLOTS
         self.keep: List[Any] = []          # provider objects the program's pointers lead into
         self.k = 0
         self.group_inputs = set(inputs)
@@ -198,9 +199,14 @@ class Builder:
             raise Unsupported("parameter input %r is not a small array" % name)
         return v
 
-    def emit(self, op: int, n: int, args: int, a: Optional[Buf], b: Optional[Buf], y: Buf) -> None:
-        """Append an instruction: opcode, count, argument struct address (0: none), slots."""
-        self.instrs.append((op, n, int(args or 0), (a, b, y)))
+    def emit(self, op: int, n: int, args: int, a: Optional[Buf], b: Optional[Buf], y: Buf,
+             extra: Sequence[Optional[Buf]] = ()) -> None:
+        """Append an instruction: opcode, count, argument struct address (0: none), slots (a, b,
+        y, then up to INSTR_SLOTS - 3 `extra` operands in the order the op states)."""
+        if len(extra) > INSTR_SLOTS - 3:
+            raise Unsupported("an instruction takes at most %d operands" % INSTR_SLOTS)
+        slots = (a, b, y) + tuple(extra) + (None,) * (INSTR_SLOTS - 3 - len(extra))
+        self.instrs.append((op, n, int(args or 0), slots))
 
 
 Emitter = Callable[[Builder, ir.Node, Any], None]
@@ -585,7 +591,7 @@ class ProgramCache:
 
 
 __all__ = ["PROGRAM_ONLY_OPS", "program_op_reason", "ACTS", "ALIGN", "BINARY_OPS", "Buf", "Builder",
-           "Compiled", "EMIT", "Emitter", "MAX_PROGRAMS", "PARAM_INPUTS", "ProgramCache", "Record",
+           "Compiled", "EMIT", "Emitter", "INSTR_SLOTS", "MAX_PROGRAMS", "PARAM_INPUTS", "ProgramCache", "Record",
            "Target", "Unsupported", "VIEWS", "broadcast_shape", "emit_act", "emit_binary",
            "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul", "emit_softmax",
            "emit_view", "fold_broadcast", "plan_arena", "record_values"]

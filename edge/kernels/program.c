@@ -31,7 +31,9 @@ static int run_gemm(const oxk_instr* in, const float* a, const float* b, float* 
     return 0;
 }
 
-static int run_one(const oxk_instr* in, const float* a, const float* b, float* y) {
+/* ext: the pointers of slot[3..7] (NULL where -1), for ops with more than three operands. */
+static int run_one(const oxk_instr* in, const float* a, const float* b, float* y, float* const* ext) {
+    (void)ext;
     if (!a || !y) return OXK_EARG;
     switch (in->op) {
     case OXK_OP_SGEMM: return run_gemm(in, a, b, y);
@@ -64,12 +66,15 @@ int oxk_program_run(const oxk_program* p, void* const* inputs, void* const* outp
     if (!p || p->n_instr < 0 || (p->n_instr > 0 && !p->instr)) return OXK_EARG;
     for (i = 0; i < p->n_instr; i++) {
         const oxk_instr* in = &p->instr[i];
-        int bad = 0;
+        int bad = 0, j;
+        float* ext[OXK_INSTR_SLOTS - 3];
         const float* a = slot_ptr(p, in->slot[0], inputs, outputs, (unsigned char*)arena, &bad);
         const float* b = slot_ptr(p, in->slot[1], inputs, outputs, (unsigned char*)arena, &bad);
         float* y = slot_ptr(p, in->slot[2], inputs, outputs, (unsigned char*)arena, &bad);
+        for (j = 3; j < OXK_INSTR_SLOTS; j++)
+            ext[j - 3] = slot_ptr(p, in->slot[j], inputs, outputs, (unsigned char*)arena, &bad);
         if (bad) return OXK_EARG;
-        rc = run_one(in, a, b, y);
+        rc = run_one(in, a, b, y, ext);
         if (rc) return rc;
     }
     return 0;

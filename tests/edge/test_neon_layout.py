@@ -37,7 +37,7 @@ def test_sgemm_plan_layout_is_the_c_one(lib):
     offsets = dict((f[0], f[1]) for f in fields)
     assert offsets["packA"] == 24 and offsets["packB"] == 24 + ptr and offsets["bias_kind"] == 24 + 3 * ptr
     assert size == 24 + 3 * ptr + 16
-    assert lib.layout["oxk_instr"][1][-1][2] == 3 * 4   # int slot[3]
+    assert lib.layout["oxk_instr"][1][-1][2] == 8 * 4   # int slot[OXK_INSTR_SLOTS]
 
 
 def test_built_structures_match(lib):

@@ -36,7 +36,7 @@ def test_module_states_wasm32_layouts(node_kernels):
     assert {n: t[n][0] for n in ("oxk_sgemm_plan", "oxk_conv_plan", "oxk_pool_plan", "oxk_slot",
                                  "oxk_instr", "oxk_program", "oxk_field")} == {
         "oxk_sgemm_plan": 52, "oxk_conv_plan": 96, "oxk_pool_plan": 64, "oxk_slot": 16,
-        "oxk_instr": 24, "oxk_program": 16, "oxk_field": 20}
+        "oxk_instr": 44, "oxk_program": 16, "oxk_field": 20}
     assert [f[:3] for f in t["oxk_slot"][1]] == [("kind", 0, 4), ("index", 4, 4), ("offset", 8, 4),
                                                  ("data", 12, 4)]
 
