@@ -101,7 +101,7 @@ def _program(lib, instrs, slots):
     S = lib.structs
     slot_arr = (S["oxk_slot"] * len(slots))(*[S["oxk_slot"](*s) for s in slots])
     ins = (S["oxk_instr"] * len(instrs))(*[
-        S["oxk_instr"](op, n, None if args is None else ctypes.addressof(args), sl)
+        S["oxk_instr"](op, n, None if args is None else ctypes.addressof(args), tuple(sl) + (-1,) * (8 - len(sl)))
         for op, n, args, sl in instrs])
     prog = S["oxk_program"](len(instrs), len(slots), ctypes.addressof(ins), ctypes.addressof(slot_arr))
     return prog, (ins, slot_arr, instrs)

@@ -46,8 +46,11 @@ def test_plans_pack_from_the_module_table(node_kernels):
     ints, floats = np.frombuffer(raw, "<i4"), np.frombuffer(raw, "<f4")
     assert list(ints[[1, 2, 3, 7, 8, 9, 10]]) == [1, 7, 9, 64, 128, 2, 2]
     assert list(floats[[4, 11, 12]]) == [2.0, -1.0, 6.0]
-    raw = node_kernels.packer.pack_array("oxk_instr", [(1, 5, 96, (0, -1, 2)), (9, 3, 0, (1, -1, 3))])
-    assert list(np.frombuffer(raw, "<i4")) == [1, 5, 96, 0, -1, 2, 9, 3, 0, 1, -1, 3]
+    none = (-1,) * 5
+    raw = node_kernels.packer.pack_array("oxk_instr", [(1, 5, 96, (0, -1, 2) + none),
+                                                       (9, 3, 0, (1, -1, 3, 4) + none[1:])])
+    assert list(np.frombuffer(raw, "<i4")) == [1, 5, 96, 0, -1, 2] + [-1] * 5 + [9, 3, 0, 1, -1, 3, 4] \
+        + [-1] * 4
 
 
 def test_a_plan_written_by_python_runs_in_wasm(node_kernels):
