@@ -77,3 +77,60 @@ def ort_run(model: bytes, feeds: Dict[str, np.ndarray]) -> list:
     """onnxruntime's outputs (the reference)."""
     import onnxruntime as ort
     return ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def freeze_inputs(model: bytes, feeds: Dict[str, np.ndarray], names) -> Tuple[bytes, Dict[str, np.ndarray]]:
+    """`model` with the graph inputs among `names` turned into initializers holding their feeds
+    (weights the node suite passes as inputs, which the engine packs only when constant)."""
+    import onnx
+    m = onnx.load_from_string(model)
+    keep = [i for i in m.graph.input if i.name not in names or i.name not in feeds]
+    frozen = [i.name for i in m.graph.input if i.name in names and i.name in feeds]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    m.graph.initializer.extend(numpy_helper.from_array(feeds[n], n) for n in frozen)
+    return m.SerializeToString(), {k: v for k, v in feeds.items() if k not in frozen}
+
+
+def node_suite_twice(ops, make_session, provider: str = "NeonExecutionProvider",
+                     freeze=()) -> Tuple[int, int]:
+    """Run the ONNX node-suite cases of `ops` (ai.onnx, not the _expanded ones) twice through
+    `make_session(model bytes)`: the first run goes node by node, the second is the compiled
+    program; both must match the suite's expected outputs. Graph inputs named in `freeze` become
+    initializers (freeze_inputs). Returns (cases the engine took, cases that ran a compiled
+    program); (0, 0) when the case cache is missing (the conformance suite says so itself).
+    Node-suite models the session refuses are skipped."""
+    sys.path.insert(0, REPO)
+    try:
+        from tests.conformance import cases
+        from tests.conformance.compare import compare_outputs
+        infos = cases.load_manifest(cases.ensure_cache(generate=False, verbose=False))
+    except Exception:
+        return 0, 0
+    took = programs = 0
+    for info in infos:
+        if info.op_type not in ops or info.domain not in ("", "ai.onnx") or info.name.endswith("_expanded"):
+            continue
+        case = cases.load_case(info)
+        took_case = False
+        for inputs, want in case.data_sets:
+            model, feeds = freeze_inputs(case.model, dict(zip(case.input_names, inputs)), freeze) \
+                if freeze else (case.model, dict(zip(case.input_names, inputs)))
+            try:
+                sess = make_session(model)
+            except Exception:
+                break
+            if not any(r["provider"] == provider for r in sess.partition_report()):
+                break
+            took_case = True
+            for _ in range(2):
+                try:
+                    compare_outputs(list(sess.run(None, feeds)), want, info.rtol, info.atol, case.output_names)
+                except Exception as e:
+                    raise AssertionError("%s: %s" % (info.name, e)) from e
+        if not took_case:
+            continue
+        took += 1
+        steps = [s for s in sess._plan.steps if s.provider == provider and getattr(s, "programs", None)]
+        programs += any(p is not None for s in steps for p in s.programs.programs.values())
+    return took, programs
