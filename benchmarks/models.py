@@ -5,8 +5,14 @@
   input ``input`` float32 [batch, 3, 224, 224], logits ``output`` [batch, 1000].
 - ``bert_encoder``: a 4-layer BERT-style encoder (hidden 256, 4 heads, FFN 1024, sequence 128),
   inputs ``input_ids`` / ``attention_mask`` int64 [batch, 128], output ``last_hidden_state``.
+- ``mobilenet_v2``: MobileNet-v2 (torchvision's layer table) at 224x224: inverted residuals of
+  1x1 expand + Relu6 (Clip 0..6), 3x3 depthwise stride 1/2 + Relu6, 1x1 project, residual Add,
+  BatchNormalization kept; input ``input`` float32 [batch, 3, 224, 224], logits ``output``.
 - ``qdq_cnn``: a small int8 QDQ CNN (conv 8 + relu, conv 16 stride 2 + relu, global average
   pool, gemm 10), input ``input`` float32 [batch, 3, 32, 32], output ``output`` int8 [batch, 10].
+
+- the real-model-shaped rows of ``real_models.py`` (torch.onnx exports, batch 1): ``vad_lstm``,
+  ``yolo_silu``, ``dbnet_hswish``, ``crnn_lstm``.
 
 All are opset 17. ``build_all(out_dir)`` writes them; ``make_inputs(name)`` gives feeds.
 """
@@ -144,6 +150,59 @@ def build_resnet18(seed: int = 0) -> onnx.ModelProto:
                                     alpha=1.0, beta=1.0, transB=1))
     return b.model(
         "resnet18",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 1000])])
+
+
+# torchvision's MobileNet-v2 inverted residual settings: expansion t, channels c, repeats n, stride s
+MOBILENET_V2_BLOCKS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                       (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def _conv_bn_relu6(b: _GraphBuilder, x: str, prefix: str, c_in: int, c_out: int, k: int,
+                   stride: int, group: int = 1, relu6: bool = True) -> str:
+    """Conv (no bias) + BatchNormalization (+ Clip(0, 6)), as torch exports ConvBNReLU6."""
+    w = b.init(prefix + ".conv.weight",
+               b.normal((c_out, c_in // group, k, k), math.sqrt(2.0 / (c_in // group * k * k))))
+    pad = k // 2
+    y = b.op("Conv", [x, w], prefix + ".conv", kernel_shape=[k, k], strides=[stride, stride],
+             pads=[pad, pad, pad, pad], dilations=[1, 1], group=group)
+    scale = b.init(prefix + ".bn.weight", b.uniform((c_out,), 0.5, 1.0))
+    bias = b.init(prefix + ".bn.bias", b.normal((c_out,), 0.1))
+    mean = b.init(prefix + ".bn.running_mean", b.normal((c_out,), 0.1))
+    var = b.init(prefix + ".bn.running_var", b.uniform((c_out,), 0.5, 1.5))
+    y = b.op("BatchNormalization", [y, scale, bias, mean, var], prefix + ".bn",
+             epsilon=1e-5, momentum=0.9)
+    if not relu6:
+        return y
+    return b.op("Clip", [y, b.const(prefix + ".min", np.float32(0.0)),
+                         b.const(prefix + ".max", np.float32(6.0))], prefix + ".relu6")
+
+
+def build_mobilenet_v2(seed: int = 0) -> onnx.ModelProto:
+    """MobileNet-v2-shaped CNN (width 1.0) for 224x224 RGB input, 1000 logits."""
+    b = _GraphBuilder(seed)
+    x = _conv_bn_relu6(b, "input", "features.0", 3, 32, 3, 2)
+    c_in, index = 32, 1
+    for t, c, n, s in MOBILENET_V2_BLOCKS:
+        for i in range(n):
+            prefix, stride, hidden = "features.%d" % index, s if i == 0 else 1, c_in * t
+            y = x
+            if t != 1:
+                y = _conv_bn_relu6(b, y, prefix + ".expand", c_in, hidden, 1, 1)
+            y = _conv_bn_relu6(b, y, prefix + ".dw", hidden, hidden, 3, stride, group=hidden)
+            y = _conv_bn_relu6(b, y, prefix + ".project", hidden, c, 1, 1, relu6=False)
+            x = b.op("Add", [x, y], prefix + ".add") if stride == 1 and c_in == c else y
+            c_in, index = c, index + 1
+    x = _conv_bn_relu6(b, x, "features.%d" % index, c_in, 1280, 1, 1)
+    x = b.op("GlobalAveragePool", [x], "avgpool")
+    x = b.op("Flatten", [x], "flatten", axis=1)
+    w = b.init("classifier.weight", b.normal((1000, 1280), math.sqrt(1.0 / 1280)))
+    bias = b.init("classifier.bias", b.normal((1000,), 0.01))
+    b.nodes.append(helper.make_node("Gemm", [x, w, bias], ["output"], name="classifier",
+                                    alpha=1.0, beta=1.0, transB=1))
+    return b.model(
+        "mobilenet_v2",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 224, 224])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 1000])])
 
@@ -317,9 +376,15 @@ def build_qdq_cnn(seed: int = 0) -> onnx.ModelProto:
 BUILDERS: Dict[str, Callable[[int], onnx.ModelProto]] = {
     "mlp": build_mlp,
     "resnet18": build_resnet18,
+    "mobilenet_v2": build_mobilenet_v2,
     "bert_encoder": build_bert_encoder,
     "qdq_cnn": build_qdq_cnn,
 }
+try:   # the real-model-shaped rows (torch.onnx exports): benchmarks/real_models.py
+    from . import real_models
+except ImportError:   # benchmarks/ itself is on sys.path
+    import real_models  # type: ignore[no-redef]
+BUILDERS.update(real_models.BUILDERS)
 
 
 def build(name: str, seed: int = 0) -> onnx.ModelProto:
@@ -354,7 +419,7 @@ def make_inputs(name: str, batch: int = 1, seed: int = 0) -> Dict[str, np.ndarra
     rng = np.random.default_rng(seed)
     if name == "mlp":
         return {"input": rng.standard_normal((batch, 784)).astype(np.float32)}
-    if name == "resnet18":
+    if name in ("resnet18", "mobilenet_v2"):
         return {"input": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
     if name == "bert_encoder":
         ids = rng.integers(0, BERT_VOCAB, (batch, BERT_SEQ)).astype(np.int64)
@@ -364,6 +429,11 @@ def make_inputs(name: str, batch: int = 1, seed: int = 0) -> Dict[str, np.ndarra
         return {"input_ids": ids, "attention_mask": mask}
     if name == "qdq_cnn":
         return {"input": rng.standard_normal((batch, 3, QDQ_SIZE, QDQ_SIZE)).astype(np.float32)}
+    if name in real_models.INPUTS:
+        if batch != 1:
+            raise ValueError("model %r is exported with batch 1 (its recurrent state or fixed "
+                             "shapes); got batch %d" % (name, batch))
+        return real_models.INPUTS[name](seed)
     raise KeyError("unknown model %r; expected one of %s" % (name, sorted(BUILDERS)))
 
 

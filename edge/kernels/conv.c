@@ -1,13 +1,43 @@
-/* conv.c - 2-D convolution (NCHW, float32) with a fused bias + activation epilogue.
- * Paths: im2col + SGEMM (any group/stride/dilation/pad; the im2col rows are written straight
- * into the GEMM's packed B panels, and a 1x1 stride-1 unpadded conv skips im2col), a depthwise
- * path (group == C == Cout; 16 outputs per row in registers over the taps), and a direct 3x3
- * stride-1 path (forced only: im2col + the register-tiled GEMM needs fewer instructions even with
- * 3 input channels). Weights may be pre-packed once (oxk_conv_pack) as the A operand of the
- * per-group GEMM. Padded inputs and panels live in the calling thread's scratch. */
+/* conv.c - 2-D convolution (NCHW, float32) with a fused bias + activation epilogue; 1-D
+ * convolutions are 2-D ones with H = 1.
+ *
+ * The padded input is laid out in stride phases (polyphase, see conv_dw.h): phase (r, s) of a
+ * channel holds the padded plane's rows r, r + sh, ... and columns s, s + sw, ..., so every tap
+ * of every output position reads contiguous memory whatever the stride or dilation.
+ * Paths:
+ *  - im2col + SGEMM (any group/stride/dilation/pad): the im2col rows are written straight into
+ *    the GEMM's packed B panels; a 1x1 stride-1 unpadded conv skips im2col (a plain GEMM on NCHW).
+ *    With packed weights and a large image the panels are built and multiplied a chunk at a time
+ *    (one task per chunk), so they stay in the cache instead of going through memory; K is never
+ *    split, so the result does not depend on the chunking or the thread count.
+ *  - depthwise (group == C == Cout): one task per (image, channel), the channel's taps summed as
+ *    shifted streams over its flat phase planes (conv_dw.h), vectorized with the chosen ISA
+ *    (AVX2+FMA / AVX-512F on x86-64, like the SGEMM cores; NEON, wasm simd128, SSE2 otherwise).
+ *  - a direct 3x3 stride-1 path (forced only: im2col + the register-tiled GEMM needs fewer
+ *    instructions even with 3 input channels).
+ * Weights may be pre-packed once (oxk_conv_pack) as the A operand of the per-group GEMM. Padded
+ * inputs and panels live in the calling thread's scratch. */
 #include "oxk.h"
 #include "vec.h"
 #include "gemm_isa.h"
+#include "conv_dw.h"
+
+/* The depthwise inner loop with this target's 4-lane vectors (conv_dw_impl.h). */
+#define DW_NAME dw_rows_vec
+#define VT vf4
+#define VW 4
+#define V_LOAD(p) vf_load(p)
+#define V_STORE(p, v) vf_store(p, v)
+#define V_SET1(x) vf_dup(x)
+#define V_FMA(a, b, acc) vf_fma(acc, a, b)
+#define V_MAX(a, b) vf_max(a, b)
+#define V_MIN(a, b) vf_min(a, b)
+void dw_rows_vec(const float* base, const size_t* off, int taps, const float* w, float bias,
+                 int act, float p0, float p1, float* out, int n);
+#include "conv_dw_impl.h"
+#undef DW_NAME
+#undef VT
+#undef VW
 
 typedef struct {
     const float* x; int N, C, H, W;
@@ -15,11 +45,17 @@ typedef struct {
     int sh, sw, dh, dw, pt, pl, pb, pr;
     const float* bias; int act; float p0, p1;
     float* y; int OH, OW;
-    float* xpad; int Hp, Wp;          /* padded input of one image (C planes) */
+    int Hp, Wp;                       /* the padded plane, large enough for every window */
+    int Hq, Wq;                       /* one stride phase of it */
+    size_t phase, cstride;            /* floats per phase, per channel (all phases + slack) */
+    size_t* toff;                     /* per tap (i, k): its offset in a channel's phases */
+    float* xpad;                      /* padded phases of one image (C channels) */
     const float* xin;                 /* what im2col reads: xpad, or the image when no pad is needed */
     float* cols;                      /* packed im2col panels of one image and group */
-    int n, g, Kg;
+    const float* packW;
+    int n, g, Kg, chunk, panels;
     int nr;                           /* the SGEMM core's panel width (gemm_isa.h) */
+    int rc;                           /* a task's failure (ENOMEM) */
 } conv_job;
 
 size_t oxk_conv_pack_size(int Cout, int Cin_g, int kh, int kw, int group) {
@@ -38,230 +74,276 @@ int oxk_conv_pack(const float* W, int Cout, int Cin_g, int kh, int kw, int group
     return 0;
 }
 
+/* ------------------------------------------------------------------ padded phases */
+
+/* Hp x Wp: the padded planes, large enough for every window (also windows that run past the
+ * bottom/right pad); Hq x Wq: one stride phase; `slack` floats after a channel's phases (what the
+ * depthwise loop reads past its last output). Fills toff (kh * kw offsets). */
+static void phase_layout(conv_job* j, size_t slack) {
+    int i, k;
+    j->Hp = j->H + j->pt + j->pb; j->Wp = j->W + j->pl + j->pr;
+    if ((j->OH - 1) * j->sh + (j->kh - 1) * j->dh + 1 > j->Hp) j->Hp = (j->OH - 1) * j->sh + (j->kh - 1) * j->dh + 1;
+    if ((j->OW - 1) * j->sw + (j->kw - 1) * j->dw + 1 > j->Wp) j->Wp = (j->OW - 1) * j->sw + (j->kw - 1) * j->dw + 1;
+    j->Hq = (j->Hp + j->sh - 1) / j->sh;
+    j->Wq = (j->Wp + j->sw - 1) / j->sw;
+    j->phase = (size_t)j->Hq * j->Wq;
+    j->cstride = (j->phase * j->sh * j->sw + slack + 15) & ~(size_t)15;
+    for (i = 0; i < j->kh; i++)
+        for (k = 0; k < j->kw; k++) {
+            int r = i * j->dh, s = k * j->dw;
+            j->toff[i * j->kw + k] = ((size_t)(r % j->sh) * j->sw + s % j->sw) * j->phase +
+                                     (size_t)(r / j->sh) * j->Wq + s / j->sw;
+        }
+}
+
+/* The image itself serves as its phases: stride 1, no padding, no window past the edge. */
+static int image_is_phases(const conv_job* j) {
+    return j->sh == 1 && j->sw == 1 && !j->pt && !j->pl && j->Hp == j->H && j->Wp == j->W;
+}
+
+/* Channel plane `src` (H x W) into its zeroed phases at dst (cstride floats). A 1x1 kernel reads
+ * phase (0, 0) only: the others are left alone. */
+static void pad_channel(const conv_job* j, const float* src, float* dst) {
+    const int sh = j->sh, sw = j->sw, only0 = j->kh == 1 && j->kw == 1;
+    int cp;
+    memset(dst, 0, (only0 ? j->phase : j->cstride) * sizeof(float));
+    for (cp = 0; cp < (only0 ? 1 : sw); cp++) {   /* column phase cp: padded columns cp, cp + sw, ... */
+        int w0 = ((cp - j->pl) % sw + sw) % sw, h, e, rp = j->pt % sh, rq = j->pt / sh;
+        int cnt = w0 < j->W ? (j->W - w0 + sw - 1) / sw : 0;
+        const float* s = src + w0;
+        float* d0 = dst + (size_t)cp * j->phase + (w0 + j->pl) / sw;
+        for (h = 0; h < j->H; h++, s += j->W) {
+            float* d = d0 + (size_t)rp * sw * j->phase + (size_t)rq * j->Wq;
+            if (!only0 || rp == 0) {
+                if (sw == 1) memcpy(d, s, (size_t)cnt * sizeof(float));
+                else if (sw == 2) for (e = 0; e < cnt; e++) d[e] = s[2 * e];
+                else for (e = 0; e < cnt; e++) d[e] = s[(size_t)e * sw];
+            }
+            if (++rp == sh) { rp = 0; rq++; }
+        }
+    }
+}
+
+static void pad_task(void* ctx, int c) {
+    conv_job* j = (conv_job*)ctx;
+    pad_channel(j, j->x + ((size_t)j->n * j->C + c) * j->H * j->W, j->xpad + (size_t)c * j->cstride);
+}
+
+/* ------------------------------------------------------------------ im2col + SGEMM */
+
 /* im2col straight into packed B panels (oxk_pack_b's layout) for image n, group g: panel t holds
- * output positions [t*NR, t*NR + NR), one row of NR values per (channel, tap). It reads j->xin,
- * the image's planes padded to Hp x Wp so that every window lies inside: no bounds checks.
+ * output positions [t*NR, t*NR + NR), one row of NR values per (channel, tap), written at dst.
  * NR is the SGEMM core's (VEC_NR, or the x86-64 core chosen at load). */
 #if defined(OXK_X86_GEMM)
 #  define CONV_NR (j->nr)
 #else
 #  define CONV_NR VEC_NR
 #endif
-static void im2col_panel(void* ctx, int t) {
-    conv_job* j = (conv_job*)ctx;
-    int Cin_g = j->C / j->group, P = j->OH * j->OW, p0 = t * CONV_NR;
+static void im2col_panel(const conv_job* j, int t, float* dst) {
+    int Cin_g = j->C / j->group, P = j->OH * j->OW, p0 = t * CONV_NR, taps = j->kh * j->kw;
     int nv = P - p0 < CONV_NR ? P - p0 : CONV_NR, oh0 = p0 / j->OW, ow0 = p0 % j->OW;
-    size_t plane = (size_t)j->Hp * j->Wp;
-    const float* planes = j->xin + (size_t)j->g * Cin_g * plane;
-    float* dst = j->cols + (size_t)t * j->Kg * CONV_NR;
-    int c, i, k, e;
-    if (nv == CONV_NR && ow0 + CONV_NR <= j->OW) {   /* one output row: one input row segment */
-        const float* base = planes + (size_t)oh0 * j->sh * j->Wp + (size_t)ow0 * j->sw;
-        const int kh = j->kh, kw = j->kw, sw = j->sw;
-        const size_t rstep = (size_t)j->dh * j->Wp, kstep = (size_t)j->dw;
-        for (c = 0; c < Cin_g; c++, base += plane) {
-            const float* src = base;
-            for (i = 0; i < kh; i++, src += rstep) {
-                const float* s = src;
-                if (sw == 1) {
-                    for (k = 0; k < kw; k++, s += kstep, dst += CONV_NR)
-                        for (e = 0; e < CONV_NR; e += 8) {
-                            vf4 v0 = vf_load(s + e), v1 = vf_load(s + e + 4);
-                            vf_store(dst + e, v0);
-                            vf_store(dst + e + 4, v1);
-                        }
-                } else {
-                    for (k = 0; k < kw; k++, s += kstep, dst += CONV_NR)
-                        for (e = 0; e < CONV_NR; e++) dst[e] = s[(size_t)e * sw];
+    const float* planes = j->xin + (size_t)j->g * Cin_g * j->cstride;
+    const size_t* toff = j->toff;
+    int c, tp, e;
+    if (nv == CONV_NR && ow0 + CONV_NR <= j->OW) {   /* one output row: contiguous in every phase */
+        const float* base = planes + (size_t)oh0 * j->Wq + ow0;
+        for (c = 0; c < Cin_g; c++, base += j->cstride)
+            for (tp = 0; tp < taps; tp++, dst += CONV_NR) {
+                const float* s = base + toff[tp];
+                for (e = 0; e < CONV_NR; e += 8) {
+                    vf4 v0 = vf_load(s + e), v1 = vf_load(s + e + 4);
+                    vf_store(dst + e, v0);
+                    vf_store(dst + e + 4, v1);
                 }
             }
-        }
         return;
     }
     {
         /* the panel's positions in runs that stay inside one output row: run s covers panel
-         * columns [beg[s], beg[s] + len[s]) and reads a plane from off[s] on, stride sw */
-        int beg[OXK_SGEMM_NR_MAX], len[OXK_SGEMM_NR_MAX], runs = 0, s, sw = j->sw;
+         * columns [beg[s], beg[s] + len[s]) and reads a phase from off[s] on */
+        int beg[OXK_SGEMM_NR_MAX], len[OXK_SGEMM_NR_MAX], runs = 0, s;
         size_t off[OXK_SGEMM_NR_MAX];
         for (e = 0; e < nv; e += len[runs++]) {
             int p = p0 + e, ow = p % j->OW;
             beg[runs] = e;
             len[runs] = nv - e < j->OW - ow ? nv - e : j->OW - ow;
-            off[runs] = (size_t)(p / j->OW) * j->sh * j->Wp + (size_t)ow * sw;
+            off[runs] = (size_t)(p / j->OW) * j->Wq + ow;
         }
-        for (c = 0; c < Cin_g; c++, planes += plane) {
-            for (i = 0; i < j->kh; i++) {
-                for (k = 0; k < j->kw; k++, dst += CONV_NR) {
-                    const float* src = planes + (size_t)i * j->dh * j->Wp + (size_t)k * j->dw;
-                    for (s = 0; s < runs; s++) {
-                        const float* q = src + off[s];
-                        float* d = dst + beg[s];
-                        if (sw == 1)
-                            for (e = 0; e < len[s]; e++) d[e] = q[e];
-                        else
-                            for (e = 0; e < len[s]; e++) d[e] = q[(size_t)e * sw];
-                    }
-                    for (e = nv; e < CONV_NR; e++) dst[e] = 0.f;
-                }
+        for (c = 0; c < Cin_g; c++, planes += j->cstride)
+            for (tp = 0; tp < taps; tp++, dst += CONV_NR) {
+                const float* src = planes + toff[tp];
+                for (s = 0; s < runs; s++) memcpy(dst + beg[s], src + off[s], (size_t)len[s] * sizeof(float));
+                for (e = nv; e < CONV_NR; e++) dst[e] = 0.f;
             }
-        }
     }
 }
 
-static void pad_plane(void* ctx, int c);
-static void padded_size(conv_job* j);
+static void im2col_task(void* ctx, int t) {
+    conv_job* j = (conv_job*)ctx;
+    im2col_panel(j, t, j->cols + (size_t)t * j->Kg * CONV_NR);
+}
 
-/* im2col + SGEMM per image and group; a 1x1 stride-1 unpadded conv is a plain GEMM on NCHW
- * (out[co, hw] = W[co, ci] @ X[ci, hw]); weights are the GEMM's A (row-major, or packW). */
-static int conv_im2col(conv_job* j, const float* packW) {
+static float* group_out(const conv_job* j) {
+    return j->y + ((size_t)j->n * j->Cout + (size_t)j->g * (j->Cout / j->group)) * j->OH * j->OW;
+}
+
+static int group_gemm(const conv_job* j, int col0, int ncols, const float* B, int ldb, const float* packB) {
+    int Cg = j->Cout / j->group, P = j->OH * j->OW;
+    size_t per = oxk_pack_a_size(Cg, j->Kg);
+    return oxk_sgemm(0, 0, Cg, ncols, j->Kg, 1.f,
+                     j->Wt + (size_t)j->g * Cg * j->Kg, j->Kg, j->packW ? j->packW + (size_t)j->g * per : NULL,
+                     B, ldb, packB, 0.f, group_out(j) + col0, P,
+                     j->bias ? j->bias + (size_t)j->g * Cg : NULL,
+                     j->bias ? OXK_BIAS_ROW : OXK_BIAS_NONE, j->act, j->p0, j->p1);
+}
+
+/* One chunk of panels: im2col into this thread's scratch, then its GEMM (nested: runs inline). */
+static void chunk_task(void* ctx, int ct) {
+    conv_job* j = (conv_job*)ctx;
+    int t0 = ct * j->chunk, np = j->panels - t0 < j->chunk ? j->panels - t0 : j->chunk, t, rc;
+    int col0 = t0 * CONV_NR, P = j->OH * j->OW, ncols = P - col0 < np * CONV_NR ? P - col0 : np * CONV_NR;
+    float* cols = (float*)oxk_scratch(OXK_SCRATCH_PANELS, (size_t)np * CONV_NR * j->Kg * sizeof(float));
+    if (!cols) { j->rc = OXK_ENOMEM; return; }
+    for (t = 0; t < np; t++) im2col_panel(j, t0 + t, cols + (size_t)t * j->Kg * CONV_NR);
+    rc = group_gemm(j, col0, ncols, NULL, 0, cols);
+    if (rc) j->rc = rc;
+}
+
+/* Bytes of panels per chunk, and the largest packed weights (per group) chunking is used for:
+ * both together stay in a core's L2 cache. */
+#define CHUNK_BYTES (256 << 10)
+#define CHUNK_MAX_A (1 << 20)
+
+/* im2col + SGEMM per image and group; a 1x1 conv is a plain GEMM on NCHW (out[co, hw] =
+ * W[co, ci] @ X[ci, hw]), on the image itself (stride 1, unpadded) or on the phase (0, 0) planes
+ * of the padded input (OH x OW: ldb is the channel stride); weights are the GEMM's A (row-major,
+ * or packW). */
+static int conv_im2col(conv_job* j) {
     int Cin_g = j->C / j->group, Cg = j->Cout / j->group, K = Cin_g * j->kh * j->kw;
-    int P = j->OH * j->OW, nr = OXK_SGEMM_NR, panels = (P + nr - 1) / nr, rc = 0, need_pad;
-    int pointwise = j->kh == 1 && j->kw == 1 && j->sh == 1 && j->sw == 1 &&
-                    !j->pt && !j->pl && !j->pb && !j->pr && j->OH == j->H && j->OW == j->W;
-    size_t per = oxk_pack_a_size(Cg, K);
+    int P = j->OH * j->OW, nr = OXK_SGEMM_NR, need_pad, pointwise, one, chunks = 0;
+    size_t panel_bytes = (size_t)nr * K * sizeof(float);
     j->Kg = K;
     j->nr = nr;
-    padded_size(j);
-    need_pad = j->Hp != j->H || j->Wp != j->W || j->pt || j->pl;
-    if (!pointwise) {
-        j->cols = (float*)oxk_scratch(OXK_SCRATCH_PANELS, (size_t)panels * nr * K * sizeof(float));
-        j->xpad = need_pad ? (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->Hp * j->Wp * sizeof(float)) : NULL;
-        if (!j->cols || (need_pad && !j->xpad)) return OXK_ENOMEM;
-    }
-    for (j->n = 0; j->n < j->N && !rc; j->n++) {
-        const float* xn = j->x + (size_t)j->n * j->C * j->H * j->W;
-        if (!pointwise) {
-            if (need_pad) oxk_parallel_for(j->C, pad_plane, j);
-            j->xin = need_pad ? j->xpad : xn;
-        }
-        for (j->g = 0; j->g < j->group && !rc; j->g++) {
-            float* yg = j->y + ((size_t)j->n * j->Cout + (size_t)j->g * Cg) * P;
-            if (!pointwise) oxk_parallel_for(panels, im2col_panel, j);
-            rc = oxk_sgemm(0, 0, Cg, P, K, 1.f,
-                           j->Wt + (size_t)j->g * Cg * K, K, packW ? packW + (size_t)j->g * per : NULL,
-                           pointwise ? xn + (size_t)j->g * Cin_g * P : NULL, P,
-                           pointwise ? NULL : j->cols, 0.f, yg, P,
-                           j->bias ? j->bias + (size_t)j->g * Cg : NULL,
-                           j->bias ? OXK_BIAS_ROW : OXK_BIAS_NONE, j->act, j->p0, j->p1);
-        }
-    }
-    return rc;
-}
-
-/* Copy image n into the zero-padded buffer (C planes of Hp x Wp). */
-static void pad_plane(void* ctx, int c) {
-    conv_job* j = (conv_job*)ctx;
-    const float* src = j->x + ((size_t)j->n * j->C + c) * j->H * j->W;
-    float* dst = j->xpad + (size_t)c * j->Hp * j->Wp;
-    int h;
-    memset(dst, 0, (size_t)j->Hp * j->Wp * sizeof(float));
-    for (h = 0; h < j->H; h++)
-        memcpy(dst + (size_t)(h + j->pt) * j->Wp + j->pl, src + (size_t)h * j->W, j->W * sizeof(float));
-}
-
-/* out[ow] += w * in[ow * stride] for one output row. */
-static void axpy_row(float* out, const float* in, float w, int n, int stride) {
-    int i = 0;
-    if (stride == 1) {
-        vf4 vw = vf_dup(w);
-        for (; i + 4 <= n; i += 4) vf_store(out + i, vf_fma(vf_load(out + i), vw, vf_load(in + i)));
-    }
-    for (; i < n; i++) out[i] += w * in[(size_t)i * stride];
-}
-
-static void fill_bias(float* out, size_t n, float b) {
-    size_t i;
-    for (i = 0; i < n; i++) out[i] = b;
-}
-
-/* Outputs [ow, ow + 4 * NV) of one row of a stride-1 depthwise conv, NV vectors in registers over
- * every tap. */
-#define DW_CHUNK(NV)                                                                              \
-    {                                                                                             \
-        vf4 acc[NV];                                                                              \
-        int v_, i_, k_;                                                                           \
-        for (v_ = 0; v_ < NV; v_++) acc[v_] = vb;                                                 \
-        for (i_ = 0; i_ < kh; i_++) {                                                             \
-            const float* s_ = in + (size_t)i_ * rstep + ow;                                       \
-            for (k_ = 0; k_ < kw; k_++, s_ += dw) {                                               \
-                vf4 wv = vf_dup(w[i_ * kw + k_]);                                                 \
-                for (v_ = 0; v_ < NV; v_++) acc[v_] = vf_fma(acc[v_], vf_load(s_ + 4 * v_), wv); \
-            }                                                                                     \
-        }                                                                                         \
-        for (v_ = 0; v_ < NV; v_++) vf_store(orow + ow + 4 * v_, acc[v_]);                        \
-    }
-
-/* Depthwise: one task per channel c of image n; the padded plane c is its only input. Stride 1
- * along W keeps 16 outputs in registers over the taps; other strides add one tap row at a time. */
-static void depthwise_plane(void* ctx, int c) {
-    conv_job* j = (conv_job*)ctx;
-    const float* xp = j->xpad + (size_t)c * j->Hp * j->Wp;
-    const float* w = j->Wt + (size_t)c * j->kh * j->kw;
-    float* out = j->y + ((size_t)j->n * j->Cout + c) * j->OH * j->OW;
-    const int kh = j->kh, kw = j->kw, dw = j->dw, OW = j->OW;
-    const float bias = j->bias ? j->bias[c] : 0.f;
-    const size_t rstep = (size_t)j->dh * j->Wp;
-    const vf4 vb = vf_dup(bias);
-    int oh, i, k;
-    pad_plane(ctx, c);
-    for (oh = 0; oh < j->OH; oh++) {
-        float* orow = out + (size_t)oh * OW;
-        const float* in = xp + (size_t)oh * j->sh * j->Wp;
-        if (j->sw == 1) {
-            int ow = 0;
-            for (; ow + 16 <= OW; ow += 16) DW_CHUNK(4)
-            for (; ow + 4 <= OW; ow += 4) DW_CHUNK(1)
-            for (; ow < OW; ow++) {
-                float acc = bias;
-                for (i = 0; i < kh; i++)
-                    for (k = 0; k < kw; k++) acc += w[i * kw + k] * in[(size_t)i * rstep + ow + (size_t)k * dw];
-                orow[ow] = acc;
-            }
+    j->panels = (P + nr - 1) / nr;
+    j->rc = 0;
+    phase_layout(j, 0);
+    one = j->kh == 1 && j->kw == 1;   /* then Hq x Wq == OH x OW */
+    pointwise = one && image_is_phases(j);
+    need_pad = !image_is_phases(j);
+    if (!need_pad) j->cstride = (size_t)j->H * j->W;   /* the image's channels */
+    if (one && need_pad) {
+        j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->cstride * sizeof(float));
+        if (!j->xpad) return OXK_ENOMEM;
+    } else if (!pointwise) {
+        if (j->packW && (size_t)j->panels * panel_bytes > 2 * (size_t)CHUNK_BYTES &&
+            (size_t)Cg * K * sizeof(float) <= CHUNK_MAX_A) {
+            j->chunk = (int)(CHUNK_BYTES / panel_bytes);
+            if (j->chunk < 1) j->chunk = 1;
+            chunks = (j->panels + j->chunk - 1) / j->chunk;
         } else {
-            fill_bias(orow, (size_t)OW, bias);
-            for (i = 0; i < kh; i++)
-                for (k = 0; k < kw; k++)
-                    axpy_row(orow, in + (size_t)i * rstep + (size_t)k * dw, w[i * kw + k], OW, j->sw);
+            j->cols = (float*)oxk_scratch(OXK_SCRATCH_PANELS, (size_t)j->panels * panel_bytes);
+            if (!j->cols) return OXK_ENOMEM;
         }
-        oxk_act_row(orow, OW, j->act, j->p0, j->p1);
+        j->xpad = need_pad ? (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->cstride * sizeof(float)) : NULL;
+        if (need_pad && !j->xpad) return OXK_ENOMEM;
     }
+    for (j->n = 0; j->n < j->N && !j->rc; j->n++) {
+        const float* xn = j->x + (size_t)j->n * j->C * j->H * j->W;
+        if (need_pad) oxk_parallel_for(j->C, pad_task, j);
+        j->xin = need_pad ? j->xpad : xn;
+        for (j->g = 0; j->g < j->group && !j->rc; j->g++) {
+            if (one) {
+                j->rc = group_gemm(j, 0, P, j->xin + (size_t)j->g * Cin_g * j->cstride, (int)j->cstride, NULL);
+            } else if (chunks) {
+                oxk_parallel_for(chunks, chunk_task, j);
+            } else {
+                oxk_parallel_for(j->panels, im2col_task, j);
+                j->rc = group_gemm(j, 0, P, NULL, 0, j->cols);
+            }
+        }
+    }
+    return j->rc;
+}
+
+/* ------------------------------------------------------------------ depthwise */
+
+static oxk_dw_rows_fn dw_rows(void) {
+#if defined(OXK_X86_GEMM)
+    const char* isa = oxk_sgemm_isa_name();
+    if (!strcmp(isa, oxk_gemm_avx512.name)) return oxk_dw_rows_avx512;
+    if (!strcmp(isa, oxk_gemm_avx2.name)) return oxk_dw_rows_avx2;
+#endif
+    return dw_rows_vec;
+}
+
+/* Depthwise: one task per (image, channel): its phases and flat outputs (OH x Wq, the columns
+ * past OW dropped on the copy out) in this thread's scratch. */
+static void depthwise_task(void* ctx, int nc) {
+    conv_job* j = (conv_job*)ctx;
+    int c = nc % j->C, n = nc / j->C, taps = j->kh * j->kw, flat = j->OH * j->Wq, oh;
+    size_t flat_len = ((size_t)flat + DW_BLOCK - 1) / DW_BLOCK * DW_BLOCK;
+    float* buf = (float*)oxk_scratch(OXK_SCRATCH_PAD, (j->cstride + flat_len) * sizeof(float));
+    float* out = j->y + ((size_t)n * j->Cout + c) * j->OH * j->OW;
+    if (!buf) { j->rc = OXK_ENOMEM; return; }
+    pad_channel(j, j->x + ((size_t)n * j->C + c) * j->H * j->W, buf);
+    dw_rows()(buf, j->toff, taps, j->Wt + (size_t)c * taps, j->bias ? j->bias[c] : 0.f,
+              j->act, j->p0, j->p1, buf + j->cstride, flat);
+    for (oh = 0; oh < j->OH; oh++)
+        memcpy(out + (size_t)oh * j->OW, buf + j->cstride + (size_t)oh * j->Wq, (size_t)j->OW * sizeof(float));
+    if (j->act != OXK_ACT_NONE && j->act != OXK_ACT_RELU && j->act != OXK_ACT_CLIP)
+        oxk_act_row(out, j->OH * j->OW, j->act, j->p0, j->p1);
+}
+
+static int conv_depthwise(conv_job* j) {
+    /* the flat loop reads up to one phase row and one block past a channel's last phase */
+    phase_layout(j, 0);
+    j->cstride = (j->phase * j->sh * j->sw + j->Wq + DW_BLOCK + 15) & ~(size_t)15;
+    j->rc = 0;
+    oxk_parallel_for(j->N * j->C, depthwise_task, j);
+    return j->rc;
+}
+
+/* ------------------------------------------------------------------ direct 3x3 (forced only) */
+
+/* out[ow] += w * in[ow] for one output row. */
+static void axpy_row(float* out, const float* in, float w, int n) {
+    int i = 0;
+    vf4 vw = vf_dup(w);
+    for (; i + 4 <= n; i += 4) vf_store(out + i, vf_fma(vf_load(out + i), vw, vf_load(in + i)));
+    for (; i < n; i++) out[i] += w * in[i];
 }
 
 /* Direct 3x3, stride 1, dilation 1, group 1: one task per output channel of image n. */
 static void direct3x3_channel(void* ctx, int oc) {
     conv_job* j = (conv_job*)ctx;
     float* out = j->y + ((size_t)j->n * j->Cout + oc) * j->OH * j->OW;
+    float b = j->bias ? j->bias[oc] : 0.f;
     int c, oh, i, k;
-    fill_bias(out, (size_t)j->OH * j->OW, j->bias ? j->bias[oc] : 0.f);
+    size_t e;
+    for (e = 0; e < (size_t)j->OH * j->OW; e++) out[e] = b;
     for (c = 0; c < j->C; c++) {
-        const float* xp = j->xpad + (size_t)c * j->Hp * j->Wp;
+        const float* xp = j->xpad + (size_t)c * j->cstride;
         const float* w = j->Wt + ((size_t)oc * j->C + c) * 9;
         for (oh = 0; oh < j->OH; oh++)
             for (i = 0; i < 3; i++)
                 for (k = 0; k < 3; k++)
-                    axpy_row(out + (size_t)oh * j->OW, xp + (size_t)(oh + i) * j->Wp + k, w[i * 3 + k], j->OW, 1);
+                    axpy_row(out + (size_t)oh * j->OW, xp + (size_t)(oh + i) * j->Wq + k, w[i * 3 + k], j->OW);
     }
-    for (oh = 0; oh < j->OH; oh++) oxk_act_row(out + (size_t)oh * j->OW, j->OW, j->act, j->p0, j->p1);
+    oxk_act_row(out, j->OH * j->OW, j->act, j->p0, j->p1);
 }
 
-/* Hp x Wp: the padded planes, large enough for every window (also windows that run past the
- * bottom/right pad). */
-static void padded_size(conv_job* j) {
-    j->Hp = j->H + j->pt + j->pb; j->Wp = j->W + j->pl + j->pr;
-    if ((j->OH - 1) * j->sh + (j->kh - 1) * j->dh + 1 > j->Hp) j->Hp = (j->OH - 1) * j->sh + (j->kh - 1) * j->dh + 1;
-    if ((j->OW - 1) * j->sw + (j->kw - 1) * j->dw + 1 > j->Wp) j->Wp = (j->OW - 1) * j->sw + (j->kw - 1) * j->dw + 1;
-}
-
-static int conv_padded(conv_job* j, oxk_task_fn fn, int per_image_tasks, int pad_in_task) {
-    padded_size(j);
-    j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->Hp * j->Wp * sizeof(float));
+static int conv_direct3x3(conv_job* j) {
+    phase_layout(j, 0);
+    j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->cstride * sizeof(float));
     if (!j->xpad) return OXK_ENOMEM;
     for (j->n = 0; j->n < j->N; j->n++) {
-        if (!pad_in_task) oxk_parallel_for(j->C, pad_plane, j);
-        oxk_parallel_for(per_image_tasks, fn, j);
+        oxk_parallel_for(j->C, pad_task, j);
+        oxk_parallel_for(j->Cout, direct3x3_channel, j);
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------ entry points */
 
 int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
                const float* W, const float* packW, int Cout, int kh, int kw, int group,
@@ -269,29 +351,30 @@ int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
                const float* bias, int act, float p0, float p1,
                float* y, int OH, int OW, int path) {
     conv_job j;
-    int depthwise, direct;
+    int depthwise, direct, rc;
     if (!x || !W || !y || N < 0 || C <= 0 || H <= 0 || Wd <= 0 || Cout <= 0 || kh <= 0 || kw <= 0 ||
         group <= 0 || C % group || Cout % group || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 ||
         pt < 0 || pl < 0 || pb < 0 || pr < 0 || OH <= 0 || OW <= 0)
         return OXK_EARG;
-    j.x = x; j.N = N; j.C = C; j.H = H; j.W = Wd; j.Wt = W; j.Cout = Cout; j.kh = kh; j.kw = kw;
-    j.group = group; j.sh = sh; j.sw = sw; j.dh = dh; j.dw = dw;
+    memset(&j, 0, sizeof(j));
+    j.x = x; j.N = N; j.C = C; j.H = H; j.W = Wd; j.Wt = W; j.packW = packW; j.Cout = Cout;
+    j.kh = kh; j.kw = kw; j.group = group; j.sh = sh; j.sw = sw; j.dh = dh; j.dw = dw;
     j.pt = pt; j.pl = pl; j.pb = pb; j.pr = pr; j.bias = bias; j.act = act; j.p0 = p0; j.p1 = p1;
-    j.y = y; j.OH = OH; j.OW = OW; j.xpad = NULL; j.xin = NULL; j.cols = NULL;
+    j.y = y; j.OH = OH; j.OW = OW;
     depthwise = group == C && Cout == C;
     direct = kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && group == 1;
     if (path == OXK_CONV_AUTO)
         path = depthwise ? OXK_CONV_DEPTHWISE : OXK_CONV_IM2COL;
-    if (path == OXK_CONV_DEPTHWISE) {
-        if (!depthwise) return OXK_EARG;
-        return conv_padded(&j, depthwise_plane, C, 1);
-    }
-    if (path == OXK_CONV_DIRECT3X3) {
-        if (!direct) return OXK_EARG;
-        return conv_padded(&j, direct3x3_channel, Cout, 0);
-    }
-    if (path != OXK_CONV_IM2COL) return OXK_EARG;
-    return conv_im2col(&j, packW);
+    if ((path == OXK_CONV_DEPTHWISE && !depthwise) || (path == OXK_CONV_DIRECT3X3 && !direct) ||
+        (path != OXK_CONV_DEPTHWISE && path != OXK_CONV_DIRECT3X3 && path != OXK_CONV_IM2COL))
+        return OXK_EARG;
+    if (N == 0) return 0;
+    j.toff = (size_t*)oxk_aligned_alloc((size_t)kh * kw * sizeof(size_t));
+    if (!j.toff) return OXK_ENOMEM;
+    rc = path == OXK_CONV_DEPTHWISE ? conv_depthwise(&j) :
+         path == OXK_CONV_DIRECT3X3 ? conv_direct3x3(&j) : conv_im2col(&j);
+    oxk_aligned_free(j.toff);
+    return rc;
 }
 
 int oxk_conv2d_run(const oxk_conv_plan* p, int N, const float* x, float* y) {

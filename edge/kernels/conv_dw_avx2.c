@@ -1,0 +1,13 @@
+/* conv_dw_avx2.c - the depthwise inner loop (conv_dw.h) with AVX2 + FMA (ymm); compiled only for
+ * x86-64 with -mavx2 -mfma and chosen by conv.c when the library chose the AVX2 SGEMM core. */
+#include <immintrin.h>
+#define DW_NAME oxk_dw_rows_avx2
+#define VT __m256
+#define VW 8
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps(p, v)
+#define V_SET1(x) _mm256_set1_ps(x)
+#define V_FMA(a, b, acc) _mm256_fmadd_ps(a, b, acc)
+#define V_MAX(a, b) _mm256_max_ps(a, b)
+#define V_MIN(a, b) _mm256_min_ps(a, b)
+#include "conv_dw_impl.h"

@@ -1,0 +1,13 @@
+/* conv_dw_avx512.c - the depthwise inner loop (conv_dw.h) with AVX-512F (zmm); compiled only for
+ * x86-64 with -mavx512f and chosen by conv.c when the library chose the AVX-512 SGEMM core. */
+#include <immintrin.h>
+#define DW_NAME oxk_dw_rows_avx512
+#define VT __m512
+#define VW 16
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#define V_SET1(x) _mm512_set1_ps(x)
+#define V_FMA(a, b, acc) _mm512_fmadd_ps(a, b, acc)
+#define V_MAX(a, b) _mm512_max_ps(a, b)
+#define V_MIN(a, b) _mm512_min_ps(a, b)
+#include "conv_dw_impl.h"
