@@ -216,9 +216,13 @@ class GraphRunner:
             with self._lock:
                 runner = self._children.get(key)
                 if runner is None:
-                    runner = GraphRunner(sub, self.opsets, self.functions)
+                    runner = self.new_child(sub)
                     self._children[key] = runner
         return runner
+
+    def new_child(self, sub: ir.Graph) -> "GraphRunner":
+        """A runner for subgraph `sub` (a subclass makes its own kind)."""
+        return GraphRunner(sub, self.opsets, self.functions)
 
     def run(self, feeds: Dict[str, Any], outer_env: Env) -> List[Any]:
         """Outputs of the graph for these input feeds, with outer-scope values from outer_env."""

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import checker, device_values, dtypes, executor, facts, ir, optimizer_stamp, profiling
+from . import checker, device_values, dtypes, executor, facts, ir, optimizer_stamp, profiling, subgraph_plans
 from .errors import InvalidArgument, InvalidGraph, NoModel, NotImplemented
 from .ortvalue import IOBinding, OrtValue
 from .budgets import (MAX_TENSOR_BYTES_KEY, RUN_TIMEOUT_MS_KEY, RunLimits, check_run,
@@ -317,6 +317,7 @@ class InferenceSession:
                 value.flags.writeable = False   # kernels must never write into their inputs
             self._initializers[name] = value
         self._output_names = outputs
+        self._plain_limits = RunLimits(self._max_tensor_bytes, 0, None)
         if self._profiler is not None:
             self._profiler.add("Session", "session_initialization", started, profiling.now_us())
 
@@ -413,7 +414,24 @@ class InferenceSession:
         if not self._facts_known and any(p.name != "CPUExecutionProvider" for p in self._providers):
             self._ctx.facts = facts.infer(self._model.graph, self._ctx.opsets)
             self._facts_known = True
+        self._use_providers_in_subgraphs()
         self._plan = build_plan(self._model.graph, self._providers, self._ctx)
+
+    def _use_providers_in_subgraphs(self) -> None:
+        """If/Loop/Scan bodies run partitioned over the session's host providers (the C engine
+        and the CPU: subgraph_plans), with the main graph's constant initializers as theirs."""
+        hosts = subgraph_plans.host_providers(self._providers)
+        if len(hosts) < 2:
+            return
+        graph = self._model.graph
+        overridable = {v.name for v in graph.inputs}
+        inits = graph.initializers
+
+        def constants(name: str) -> Any:
+            return None if name in overridable else inits.get(name)
+        self._runner_for_subgraphs = subgraph_plans.PlannedRunner(
+            ir.Graph(), self._ctx.opsets, self._functions, hosts, constants)
+        self._ctx.run_subgraph = self._runner_for_subgraphs.run_child
 
     def disable_fallback(self) -> None:
         """onnxruntime's switch for retrying a failed run on the CPU; onnxedge partitions ahead
@@ -505,11 +523,13 @@ class InferenceSession:
         """Run the model; returns the requested outputs (all when output_names is None/empty)."""
         if self._profiler is not None:
             return self._run_profiled(output_names, input_feed, run_options)
-        names, env = self._start_run(output_names, input_feed, run_options)
-        moves = self._moves_device_values(input_feed)
-        with use_limits(self._run_limits(run_options)):
+        names, env, moves = self._start_run(output_names, input_feed, run_options)
+        limits = self._run_limits(run_options)
+        watch = limits.deadline is not None or limits.run_options is not None
+        with use_limits(limits):
             for step in self._plan.steps:
-                check_run()
+                if watch:
+                    limits.check()
                 if moves:
                     device_values.to_host_for(step.device_type, env, step.inputs)
                 step.run(env)
@@ -521,8 +541,7 @@ class InferenceSession:
         a provider other than the CPU's: one event for its nodes)."""
         prof = self._profiler
         start = profiling.now_us()
-        names, env = self._start_run(output_names, input_feed, run_options)
-        moves = self._moves_device_values(input_feed)
+        names, env, moves = self._start_run(output_names, input_feed, run_options)
         nodes = self._model.graph.nodes
         with use_limits(self._run_limits(run_options)), profiling.active(prof):
             for step in self._plan.steps:
@@ -548,8 +567,7 @@ class InferenceSession:
                         run_options: Optional[RunOptions] = None) -> List[Any]:
         """`run` as a coroutine: awaits the steps whose device reads back asynchronously (WebGPU
         in a browser page, where blocking on the GPU is impossible); the same results as `run`."""
-        names, env = self._start_run(output_names, input_feed, run_options)
-        moves = self._moves_device_values(input_feed)
+        names, env, moves = self._start_run(output_names, input_feed, run_options)
         with use_limits(self._run_limits(run_options)):
             for step in self._plan.steps:
                 check_run()
@@ -565,21 +583,17 @@ class InferenceSession:
         return self._collect(env, names)
 
     @staticmethod
-    def _moves_device_values(input_feed: Dict[str, Any]) -> bool:
-        """True when this run sees device values (fed, or outputs kept on a device): steps
-        then get the ones their provider cannot take read back at their edge."""
-        return (device_values.any_wanted()
-                or any(device_values.is_device_value(v) for v in input_feed.values()))
-
-    @staticmethod
     def _kept_on_device(name: str, value: Any) -> bool:
         return (device_values.is_device_value(value)
                 and device_values.wanted_device(name) == value.device_type)
 
     def _run_limits(self, run_options: Optional[RunOptions]) -> RunLimits:
         """The budgets of one run: the session's tensor budget, the run's (or else the
-        session's) time limit and the RunOptions whose `terminate` flag stops it."""
+        session's) time limit and the RunOptions whose `terminate` flag stops it (without
+        RunOptions and time limit: the session's one RunLimits, which checks nothing)."""
         timeout = self._run_timeout_ms
+        if run_options is None and not timeout:
+            return self._plain_limits
         if run_options is not None:
             own = getattr(run_options, "run_timeout_ms", 0) or 0
             if not isinstance(own, (int, float)) or isinstance(own, bool) or own < 0 \
@@ -591,25 +605,33 @@ class InferenceSession:
         return RunLimits(self._max_tensor_bytes, timeout, run_options)
 
     def _start_run(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
-                   run_options: Optional[RunOptions]) -> Tuple[List[str], Dict[str, Any]]:
-        names = self._check_output_names(output_names)
+                   run_options: Optional[RunOptions]) -> Tuple[List[str], Dict[str, Any], bool]:
+        """The output names, the run's env (initializers and checked feeds) and whether the run
+        sees device values (fed, or outputs kept on a device): steps then get the ones their
+        provider cannot take read back at their edge."""
+        names = self._output_names if not output_names else self._check_output_names(output_names)
         if run_options is not None and run_options.terminate:
             raise InvalidArgument("run_options.terminate is set: the run was cancelled")
         env = dict(self._initializers)
-        env.update(self._check_feeds(input_feed))
-        return names, env
+        fed_device = self._check_feeds(input_feed, env)
+        return names, env, fed_device or device_values.any_wanted()
 
     def _collect(self, env: Dict[str, Any], names: List[str]) -> List[Any]:
-        try:
-            outs = [env[name] for name in names]
-        except KeyError as e:
-            raise InvalidGraph("output %s was not produced by the model" % e) from None
-        return [self._own(o) if type(o) is np.ndarray or not device_values.is_device_value(o)
-                or self._kept_on_device(n, o) else o.numpy() for n, o in zip(names, outs)]
+        out = []
+        for name in names:
+            try:
+                o = env[name]
+            except KeyError as e:
+                raise InvalidGraph("output %s was not produced by the model" % e) from None
+            if type(o) is np.ndarray:   # the common case, as _own does it
+                out.append(o if o.flags.writeable else o.copy())
+            elif not device_values.is_device_value(o) or self._kept_on_device(name, o):
+                out.append(self._own(o))
+            else:
+                out.append(o.numpy())
+        return out
 
-    def _check_output_names(self, output_names: Optional[Sequence[str]]) -> List[str]:
-        if not output_names:
-            return list(self._output_names)
+    def _check_output_names(self, output_names: Sequence[str]) -> List[str]:
         if isinstance(output_names, str):
             raise InvalidArgument("output_names must be a list of names, not the string %r"
                                   % output_names)
@@ -619,29 +641,39 @@ class InferenceSession:
                                       % (name, self._output_names))
         return list(output_names)
 
-    def _check_feeds(self, input_feed: Dict[str, Any]) -> Dict[str, Any]:
+    def _check_feeds(self, input_feed: Dict[str, Any], env: Dict[str, Any]) -> bool:
+        """Check each feed against its declared input and put it in `env` (as a read-only view);
+        True when a feed is a device value."""
         if not isinstance(input_feed, dict):
             raise InvalidArgument("input_feed must be a dict of input name -> numpy array, not %s"
                                   % type(input_feed).__name__)
-        feeds: Dict[str, Any] = {}
         fast = self._fast_checks
+        slow = False
         for name, value in input_feed.items():
             want = fast.get(name)
-            if want is not None and type(value) is np.ndarray and value.dtype == want[0] \
-                    and value.ndim == want[1] and all(value.shape[a] == d for a, d in want[2]):
-                value = value.view()    # the common case, checked as _check_value would
-                value.flags.writeable = False
-                feeds[name] = value
-                continue
+            # the common case, checked as _check_value would: a plain array of the input's
+            # dtype, rank and fixed dims
+            if want is not None and type(value) is np.ndarray and value.dtype == want[0]:
+                shape = value.shape
+                if len(shape) == want[1]:
+                    for axis, dim in want[2]:
+                        if shape[axis] != dim:
+                            break
+                    else:
+                        value = value.view()
+                        value.flags.writeable = False
+                        env[name] = value
+                        continue
             if name not in self._input_types:
                 raise InvalidArgument("%r is not an input of this model; its inputs are %s"
                                       % (name, [a.name for a in self._inputs]))
-            feeds[name] = self._check_value(name, value, self._input_types[name])
-        missing = [n for n in self._required if n not in feeds]
-        if missing:
+            env[name] = self._check_value(name, value, self._input_types[name])
+            slow = True
+        if not self._required <= env.keys():
+            missing = [n for n in self._required if n not in env]
             raise InvalidArgument("missing input(s) %s; the model needs %s"
                                   % (sorted(missing), [a.name for a in self._inputs]))
-        return feeds
+        return slow and any(device_values.is_device_value(v) for v in input_feed.values())
 
     @staticmethod
     def _check_value(name: str, value: Any, t: Optional[ir.TypeInfo]) -> Any:
