@@ -92,6 +92,8 @@ typedef struct {
     int bias_kind, act;
     float p0, p1;
     int nblocks;
+    const float* arow;   /* M == 1: A's one row, read in place (no packing), a step `astep` apart */
+    int astep;
 } gemm_job;
 
 /* oxk_store_tile (matmul.c) for a tile of this core (row stride NR) at (m0, n0) of the job's C. */
@@ -103,28 +105,14 @@ static void store_general(const gemm_job* g, const float* tile, int mv, int nv, 
                    bias, g->bias_kind, g->act, g->p0, g->p1, first, last);
 }
 
-/* R rows (a constant after inlining) x NV vectors of C from kc K steps of the packed panels a and
- * b, merged into C at (m0, n0). */
-static inline __attribute__((always_inline)) void tile(const gemm_job* g, const int R, const int NV,
-                                                       int kc, const float* a, const float* b,
-                                                       int m0, int n0, int first, int last) {
-    VT c0[MR], c1[MR];
-    int r, k;
+/* The sums of one K block for R rows (a constant after inlining) x NV vectors of C at (m0, n0),
+ * c0 (first vector) and c1, merged into C: added to what earlier K blocks stored, with bias and
+ * activation on the last block. */
+static inline __attribute__((always_inline)) void tile_store(const gemm_job* g, const int R,
+                                                             const int NV, VT* c0, VT* c1, int m0,
+                                                             int n0, int first, int last) {
+    int r;
     const int nv = g->N - n0 < NV * VW ? g->N - n0 : NV * VW;   /* narrow tiles: N - n0 <= VW */
-#pragma GCC unroll 16
-    for (r = 0; r < R; r++) { c0[r] = V_ZERO(); c1[r] = V_ZERO(); }
-#pragma GCC unroll 2
-    for (k = 0; k < kc; k++) {
-        VT b0 = V_LOAD(b), b1 = NV > 1 ? V_LOAD(b + VW) : b0;
-#pragma GCC unroll 16
-        for (r = 0; r < R; r++) {
-            VT av = V_SET1(a[r]);
-            c0[r] = V_FMA(av, b0, c0[r]);
-            if (NV > 1) c1[r] = V_FMA(av, b1, c1[r]);
-        }
-        a += MR;
-        b += NR;
-    }
     if (nv == NV * VW && g->alpha == 1.f && (!first || g->beta == 0.f)) {
         const size_t ldc = (size_t)g->ldc;
         float* cp = g->C + (size_t)m0 * ldc + n0;
@@ -176,6 +164,75 @@ static inline __attribute__((always_inline)) void tile(const gemm_job* g, const 
     }
 }
 
+/* R rows (a constant after inlining) x NV vectors of C from kc K steps of the packed panels a and
+ * b, merged into C at (m0, n0). */
+static inline __attribute__((always_inline)) void tile(const gemm_job* g, const int R, const int NV,
+                                                       int kc, const float* a, const float* b,
+                                                       int m0, int n0, int first, int last) {
+    VT c0[MR], c1[MR];
+    int r, k;
+#pragma GCC unroll 16
+    for (r = 0; r < R; r++) { c0[r] = V_ZERO(); c1[r] = V_ZERO(); }
+#pragma GCC unroll 2
+    for (k = 0; k < kc; k++) {
+        VT b0 = V_LOAD(b), b1 = NV > 1 ? V_LOAD(b + VW) : b0;
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) {
+            VT av = V_SET1(a[r]);
+            c0[r] = V_FMA(av, b0, c0[r]);
+            if (NV > 1) c1[r] = V_FMA(av, b1, c1[r]);
+        }
+        a += MR;
+        b += NR;
+    }
+    tile_store(g, R, NV, c0, c1, m0, n0, first, last);
+}
+
+/* One row of C (M == 1: matrix-vector products, batch 1) over columns [n_beg, n_end): A's row is
+ * read in place, and ROW_PANELS B panels run together so 2 x ROW_PANELS FMA chains are in flight
+ * (one panel's two chains wait on the FMA latency). Every element is summed over the same K
+ * blocks in the same order as tile() sums it, so the bits are those of the packed path. */
+#define ROW_PANELS 4
+static void row_block(const gemm_job* g, int n_beg, int n_end) {
+    const int K = g->K, as = g->astep;
+    const size_t ps = (size_t)K * NR;   /* from one B panel to the next */
+    int k0, k, n0, p;
+    for (n0 = n_beg; n0 < n_end; n0 += ROW_PANELS * NR) {
+        const int np = ceil_div(n_end - n0, NR) < ROW_PANELS ? ceil_div(n_end - n0, NR) : ROW_PANELS;
+        for (k0 = 0; k0 < (K > 0 ? K : 1); k0 += KC) {
+            const int kc = K - k0 < KC ? K - k0 : KC, first = k0 == 0, last = k0 + KC >= K;
+            const float* a = g->arow + (size_t)k0 * as;
+            const float* b = g->pb + (size_t)(n0 / NR) * ps + (size_t)k0 * NR;
+            VT c0[ROW_PANELS], c1[ROW_PANELS];
+#pragma GCC unroll 4
+            for (p = 0; p < ROW_PANELS; p++) { c0[p] = V_ZERO(); c1[p] = V_ZERO(); }
+            if (np == ROW_PANELS) {
+                for (k = 0; k < kc; k++, a += as, b += NR) {
+                    VT av = V_SET1(*a);
+#pragma GCC unroll 4
+                    for (p = 0; p < ROW_PANELS; p++) {
+                        c0[p] = V_FMA(av, V_LOAD(b + p * ps), c0[p]);
+                        c1[p] = V_FMA(av, V_LOAD(b + p * ps + VW), c1[p]);
+                    }
+                }
+            } else {   /* the last panels (padded with zero columns up to NR) */
+                for (k = 0; k < kc; k++, a += as, b += NR) {
+                    VT av = V_SET1(*a);
+                    for (p = 0; p < np; p++) {
+                        c0[p] = V_FMA(av, V_LOAD(b + p * ps), c0[p]);
+                        c1[p] = V_FMA(av, V_LOAD(b + p * ps + VW), c1[p]);
+                    }
+                }
+            }
+            for (p = 0; p < np; p++) {
+                const int n = n0 + p * NR;
+                if (g->N - n <= VW) tile_store(g, 1, 1, c0 + p, c1 + p, 0, n, first, last);
+                else tile_store(g, 1, 2, c0 + p, c1 + p, 0, n, first, last);
+            }
+        }
+    }
+}
+
 typedef void (*tile_fn)(const gemm_job* g, int kc, const float* a, const float* b, int m0, int n0,
                         int first, int last);
 #define TILE_FN(R)                                                                                \
@@ -215,6 +272,10 @@ static void gemm_block(void* ctx, int idx) {
     int m_beg = bm * MB, m_end = m_beg + MB < g->M ? m_beg + MB : g->M;
     int n_beg = bn * NB, n_end = n_beg + NB < g->N ? n_beg + NB : g->N;
     int K = g->K, k0, m0, n0;
+    if (g->arow) {
+        row_block(g, n_beg, n_end);
+        return;
+    }
     for (k0 = 0; k0 < (K > 0 ? K : 1); k0 += KC) {
         int kc = K - k0 < KC ? K - k0 : KC;
         int first = k0 == 0, last = k0 + KC >= K;
@@ -239,7 +300,12 @@ static int sgemm(int transA, int transB, int M, int N, int K, float alpha,
                  const float* bias, int bias_kind, int act, float p0, float p1) {
     gemm_job g;
     int blocks;
-    if (!packA) {
+    g.arow = NULL;
+    g.astep = 0;
+    if (M == 1) {   /* one row: read in place (packed: its panel's first lane) */
+        g.arow = packA ? packA : A;
+        g.astep = packA ? MR : transA ? lda : 1;
+    } else if (!packA) {
         float* pa = (float*)oxk_scratch(OXK_SCRATCH_PACK_A, panel_size(M, MR, K) * sizeof(float));
         if (!pa) return OXK_ENOMEM;
         pack_a(transA, M, K, A, lda, pa);

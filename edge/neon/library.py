@@ -148,16 +148,39 @@ def structures(table: Dict[str, Layout]) -> Dict[str, Any]:
 
 _char_from_buffer = ctypes.c_char.from_buffer
 _addressof = ctypes.addressof
+_pointer_at = ctypes.c_void_p.from_address
+_ndarray = np.ndarray
+
+
+def _data_field_offset() -> Optional[int]:
+    """Where CPython's numpy keeps an array's data pointer in the array object (`id(a)` is the
+    object's address there): found and checked once on arrays of several kinds, so `data_address`
+    reads the pointer in one step; None (the `__array_interface__` path) where that does not hold
+    (another Python, a debug build)."""
+    base = np.arange(24, dtype=np.float32)
+    samples = [base, base[5:], base.reshape(4, 6)[1:], np.zeros(0, np.float64), np.int64(7) + base]
+    for off in (2 * ctypes.sizeof(ctypes.c_void_p),):
+        try:
+            if all(_pointer_at(id(s) + off).value == s.__array_interface__["data"][0]
+                   for s in samples):
+                return off
+        except (ValueError, OverflowError):
+            pass
+    return None
+
+
+_DATA_OFFSET = _data_field_offset()
 
 
 def data_address(a: np.ndarray) -> Tuple[np.ndarray, int]:
-    """(a, address of its first element) for a writable C-contiguous array, cheaply (no `.ctypes`
-    object); any other array is first made C-contiguous (a copy when it is not)."""
-    try:
-        return a, _addressof(_char_from_buffer(a))
-    except (TypeError, ValueError, BufferError):   # read-only, not contiguous, or empty
+    """(a, address of its first element) for a C-contiguous numpy array (read-only too), cheaply
+    (no `.ctypes` or `__array_interface__` object); any other array is first made C-contiguous (a
+    copy when it is not)."""
+    if type(a) is not _ndarray or not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
-        return a, a.__array_interface__["data"][0]
+    if _DATA_OFFSET is not None:
+        return a, _pointer_at(id(a) + _DATA_OFFSET).value or 0
+    return a, a.__array_interface__["data"][0]
 
 
 class Plan:

@@ -125,6 +125,13 @@ class Program:
         self.fn = lib.function("oxk_program_run")
         self.lib = lib
         self._tls = threading.local()
+        # what a run does, worked out once: an output read by one exported value is made in that
+        # value's shape (no reshape); the others are made flat and each value is a reshaped view
+        users = [[e for e in c.exports if e[1] == j] for j in range(len(c.out_sizes))]
+        self._alloc = [(users[j][0][2] if len(users[j]) == 1 else (n,), F32)
+                       for j, n in enumerate(c.out_sizes)]
+        self._sets = [(name, j, None if len(users[j]) == 1 else shape)
+                      for name, j, shape in c.exports]
 
     def _arrays(self) -> Tuple[Any, Any]:
         t = self._tls
@@ -136,22 +143,26 @@ class Program:
 
     def run(self, env: Dict[str, Any], arena: int) -> None:
         """Run the program on env's inputs; set the exported values in env."""
-        ins, outs = self._arrays()
-        held = []
-        for i, name in enumerate(self.in_names):
-            a, addr = data_address(env[name])
+        try:
+            ins, outs = self._tls.arrs
+        except AttributeError:
+            ins, outs = self._arrays()
+        held = []   # the arrays the C call reads (contiguous copies included) stay alive through it
+        i = 0
+        for name in self.in_names:
+            a, ins[i] = data_address(env[name])
             held.append(a)
-            ins[i] = addr
-        made = []
-        for j, shape in enumerate(self.out_shapes):
-            y = np.empty(shape, F32)
-            made.append(y)
-            outs[j] = _addressof(_char_from_buffer(y)) if y.size else y.__array_interface__["data"][0]
+            i += 1
+        made = [np.empty(shape, dt) for shape, dt in self._alloc]
+        j = 0
+        for y in made:
+            outs[j] = data_address(y)[1]
+            j += 1
         rc = self.fn(self.addr, ins, outs, arena)
         if rc:
             self.lib.check(rc, "program of %d instructions" % self.n_instr)
-        for name, j, shape in self.exports:
-            env[name] = made[j].reshape(shape)
+        for name, j, shape in self._sets:
+            env[name] = made[j] if shape is None else made[j].reshape(shape)
 
 
 class ProgramCache(oxk_program.ProgramCache):
