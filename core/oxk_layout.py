@@ -26,6 +26,9 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
                                                "dh", "dw", "pt", "pl", "pb", "pr", "OH", "OW", "act",
                                                "path"))
     + (("p0", "f"), ("p1", "f"), ("weight", "p"), ("packW", "p"), ("bias", "p")),
+    "oxk_convt_plan": tuple((f, "i") for f in ("C", "H", "W", "Cout", "kh", "kw", "group", "sh", "sw",
+                                                "dh", "dw", "pt", "pl", "OH", "OW", "act"))
+    + (("p0", "f"), ("p1", "f"), ("weight", "p"), ("packW", "p"), ("bias", "p")),
     "oxk_pool_plan": tuple((f, "i") for f in ("H", "W", "kind", "kh", "kw", "sh", "sw", "dh", "dw",
                                                "pt", "pl", "pb", "pr", "count_include_pad", "OH", "OW")),
     "oxk_slot": (("kind", "i"), ("index", "i"), ("offset", "z"), ("data", "p")),

@@ -35,6 +35,7 @@ ACTS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
 # Program opcodes, slot kinds and binary ops (oxk.h OXK_OP_*, OXK_SLOT_*, OXK_BIN_*).
 OP_SGEMM, OP_CONV2D, OP_POOL2D, OP_GLOBAL_POOL, OP_ACT, OP_BINARY, OP_SOFTMAX, OP_LOGSOFTMAX, OP_COPY = \
     range(1, 10)
+OP_CONVT = 45   # conv.c: ConvTranspose (oxk_convt_plan)
 SLOT_INPUT, SLOT_OUTPUT, SLOT_ARENA, SLOT_CONST = range(4)
 BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3}
 ACT_CODES = dict(fused_ops.C_CODES)   # activation name -> OXK_ACT_* code
@@ -594,4 +595,4 @@ __all__ = ["PROGRAM_ONLY_OPS", "program_op_reason", "ACTS", "ALIGN", "BINARY_OPS
            "Compiled", "EMIT", "Emitter", "INSTR_SLOTS", "MAX_PROGRAMS", "PARAM_INPUTS", "ProgramCache", "Record",
            "Target", "Unsupported", "VIEWS", "broadcast_shape", "emit_act", "emit_binary",
            "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul", "emit_softmax",
-           "emit_view", "fold_broadcast", "plan_arena", "record_values"]
+           "emit_view", "fold_broadcast", "plan_arena", "record_values", "OP_CONVT"]

@@ -383,3 +383,95 @@ int oxk_conv2d_run(const oxk_conv_plan* p, int N, const float* x, float* y) {
                       p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, p->pb, p->pr, p->bias, p->act, p->p0, p->p1,
                       y, p->OH, p->OW, p->path);
 }
+
+/* ------------------------------------------------------------------ transposed convolution */
+
+size_t oxk_convt_pack_size(int C, int Cout_g, int kh, int kw, int group) {
+    if (group <= 0 || C % group || Cout_g <= 0) return 0;
+    return (size_t)group * oxk_pack_a_size(Cout_g * kh * kw, C / group);
+}
+
+int oxk_convt_pack(const float* W, int C, int Cout_g, int kh, int kw, int group, float* packed) {
+    int g, Cg, M;
+    size_t per;
+    if (!W || !packed || group <= 0 || C % group || Cout_g <= 0 || kh <= 0 || kw <= 0) return OXK_EARG;
+    Cg = C / group; M = Cout_g * kh * kw;
+    per = oxk_pack_a_size(M, Cg);
+    for (g = 0; g < group; g++)   /* A = W_g^T: W_g is Cg rows of M values */
+        oxk_pack_a(1, M, Cg, W + (size_t)g * Cg * M, M, packed + (size_t)g * per);
+    return 0;
+}
+
+typedef struct {
+    const oxk_convt_plan* p;
+    const float* cols;   /* (Cout_g kh kw) x (H W) of the current image and group */
+    float* y;            /* the current image's output */
+    int g;
+} convt_job;
+
+/* Output channel co of the current group: bias, every tap's columns added where they land, then
+ * the activation. */
+static void col2im_task(void* ctx, int co) {
+    const convt_job* j = (const convt_job*)ctx;
+    const oxk_convt_plan* p = j->p;
+    const int Cog = p->Cout / p->group, HW = p->H * p->W, oc = j->g * Cog + co;
+    float* out = j->y + (size_t)oc * p->OH * p->OW;
+    const float b = p->bias ? p->bias[oc] : 0.f;
+    int i, k, h, w;
+    size_t e;
+    for (e = 0; e < (size_t)p->OH * p->OW; e++) out[e] = b;
+    for (i = 0; i < p->kh; i++)
+        for (k = 0; k < p->kw; k++) {
+            const float* row = j->cols + ((size_t)(co * p->kh + i) * p->kw + k) * HW;
+            const int c0 = k * p->dw - p->pl;   /* ow = w sw + c0 */
+            /* w in [w_lo, w_hi): 0 <= w sw + c0 < OW */
+            int w_lo = c0 >= 0 ? 0 : (-c0 + p->sw - 1) / p->sw;
+            int w_hi = p->OW - c0 <= 0 ? 0 : (p->OW - c0 + p->sw - 1) / p->sw;
+            if (w_hi > p->W) w_hi = p->W;
+            if (w_lo >= w_hi) continue;
+            for (h = 0; h < p->H; h++) {
+                const int oh = h * p->sh - p->pt + i * p->dh;
+                const float* src;
+                float* dst;
+                if (oh < 0 || oh >= p->OH) continue;
+                src = row + (size_t)h * p->W;
+                dst = out + (size_t)oh * p->OW + c0;
+                if (p->sw == 1) {
+                    w = w_lo;
+                    for (; w + 4 <= w_hi; w += 4) vf_store(dst + w, vf_add(vf_load(dst + w), vf_load(src + w)));
+                    for (; w < w_hi; w++) dst[w] += src[w];
+                } else {
+                    for (w = w_lo; w < w_hi; w++) dst[(size_t)w * p->sw] += src[w];
+                }
+            }
+        }
+    oxk_act_row(out, p->OH * p->OW, p->act, p->p0, p->p1);
+}
+
+int oxk_conv_transpose2d_run(const oxk_convt_plan* p, int N, const float* x, float* y) {
+    int n, rc = 0, Cg, Cog, M, HW;
+    size_t per;
+    float* cols;
+    convt_job j;
+    if (!p || !x || !y || N < 0 || p->C <= 0 || p->H <= 0 || p->W <= 0 || p->Cout <= 0 ||
+        p->kh <= 0 || p->kw <= 0 || p->group <= 0 || p->C % p->group || p->Cout % p->group ||
+        p->sh <= 0 || p->sw <= 0 || p->dh <= 0 || p->dw <= 0 || p->pt < 0 || p->pl < 0 ||
+        p->OH <= 0 || p->OW <= 0 || !p->weight)
+        return OXK_EARG;
+    Cg = p->C / p->group; Cog = p->Cout / p->group; M = Cog * p->kh * p->kw; HW = p->H * p->W;
+    per = oxk_pack_a_size(M, Cg);
+    cols = (float*)oxk_scratch(OXK_SCRATCH_PANELS, (size_t)M * HW * sizeof(float));
+    if (!cols) return OXK_ENOMEM;
+    j.p = p; j.cols = cols;
+    for (n = 0; n < N && !rc; n++) {
+        j.y = y + (size_t)n * p->Cout * p->OH * p->OW;
+        for (j.g = 0; j.g < p->group && !rc; j.g++) {
+            rc = oxk_sgemm(1, 0, M, HW, Cg, 1.f, p->weight + (size_t)j.g * Cg * M, M,
+                           p->packW ? p->packW + (size_t)j.g * per : NULL,
+                           x + ((size_t)n * p->C + (size_t)j.g * Cg) * HW, HW, NULL,
+                           0.f, cols, HW, NULL, OXK_BIAS_NONE, OXK_ACT_NONE, 0.f, 0.f);
+            if (!rc) oxk_parallel_for(Cog, col2im_task, &j);
+        }
+    }
+    return rc;
+}

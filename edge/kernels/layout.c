@@ -63,6 +63,15 @@ static const oxk_field g_layout[] = {
     STRUCT(oxk_softmax_args),
     FIELD(oxk_softmax_args, cols, 'i'),
 
+    STRUCT(oxk_convt_plan),
+    FIELD(oxk_convt_plan, C, 'i'), FIELD(oxk_convt_plan, H, 'i'), FIELD(oxk_convt_plan, W, 'i'),
+    FIELD(oxk_convt_plan, Cout, 'i'), FIELD(oxk_convt_plan, kh, 'i'), FIELD(oxk_convt_plan, kw, 'i'),
+    FIELD(oxk_convt_plan, group, 'i'), FIELD(oxk_convt_plan, sh, 'i'), FIELD(oxk_convt_plan, sw, 'i'),
+    FIELD(oxk_convt_plan, dh, 'i'), FIELD(oxk_convt_plan, dw, 'i'), FIELD(oxk_convt_plan, pt, 'i'),
+    FIELD(oxk_convt_plan, pl, 'i'), FIELD(oxk_convt_plan, OH, 'i'), FIELD(oxk_convt_plan, OW, 'i'),
+    FIELD(oxk_convt_plan, act, 'i'), FIELD(oxk_convt_plan, p0, 'f'), FIELD(oxk_convt_plan, p1, 'f'),
+    FIELD(oxk_convt_plan, weight, 'p'), FIELD(oxk_convt_plan, packW, 'p'), FIELD(oxk_convt_plan, bias, 'p'),
+
     STRUCT(oxk_program),
     FIELD(oxk_program, n_instr, 'i'), FIELD(oxk_program, n_slots, 'i'), FIELD(oxk_program, instr, 'p'),
     FIELD(oxk_program, slots, 'p'),

@@ -174,4 +174,24 @@ OXK_API int oxk_binary(const oxk_binary_args* a, const float* x, const float* y,
 OXK_API int oxk_softmax(const float* x, int rows, int cols, int log, float* y);
 OXK_API int oxk_act(const float* x, int n, int act, float p0, float p1, float* y);
 
+/* ---- Transposed convolution (issues #16/#17, conv.c), opcode OXK_OP_CONVT. -----------------------
+ * y (N, Cout, OH, OW) = ConvTranspose(x (N, C, H, W), W (C, Cout/group, kh, kw)): input position
+ * (h, w) tap (i, k) adds into output (h sh - pt + i dh, w sw - pl + k dw) when that lies inside
+ * OH x OW (pt/pl: the pad begins; OH/OW already hold the pad ends, output_padding or output_shape),
+ * then bias and the activation. Per image and group a GEMM makes the columns (Cout/group kh kw x
+ * H W = W_g^T @ x_g) and one task per output channel adds its taps in order (col2im), so the result
+ * does not depend on the thread count. packW (optional): oxk_convt_pack's W_g^T panels. 1-D: H = 1.
+ * OXK_OP_CONVT: n = batch; args oxk_convt_plan; a = x, y. */
+typedef struct {
+    int C, H, W, Cout, kh, kw, group, sh, sw, dh, dw, pt, pl, OH, OW, act;
+    float p0, p1;
+    const float* weight;
+    const float* packW;
+    const float* bias;
+} oxk_convt_plan;
+OXK_API size_t oxk_convt_pack_size(int C, int Cout_g, int kh, int kw, int group);
+OXK_API int oxk_convt_pack(const float* W, int C, int Cout_g, int kh, int kw, int group, float* packed);
+OXK_API int oxk_conv_transpose2d_run(const oxk_convt_plan* p, int N, const float* x, float* y);
+enum { OXK_OP_CONVT = 45 };
+
 #endif /* OXK_H */

@@ -56,6 +56,9 @@ _SIGS = {
     "oxk_qgemm_has_dotprod": (_c_int, []),
     "oxk_sgemm_run": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr]),
     "oxk_conv2d_run": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
+    "oxk_convt_pack_size": (_c_size, [_c_int] * 5),
+    "oxk_convt_pack": (_c_int, [_ptr] + [_c_int] * 5 + [_ptr]),
+    "oxk_conv_transpose2d_run": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
     "oxk_pool2d_run": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
     "oxk_ref_sgemm": (_c_int, [_c_int] * 5 + [_c_float, _ptr, _c_int, _ptr, _c_int, _c_float, _ptr,
                                _c_int, _ptr, _c_int, _c_int, _c_float, _c_float]),
@@ -395,6 +398,46 @@ class KernelLibrary:
             int(dilations[1]), *[int(p) for p in pads], int(out_hw[0]), int(out_hw[1]), ACT[act],
             CONV_PATHS[path], p0, p1, _p(w), _p(packed_w), _p(bias))
         return Plan(self, "oxk_conv2d_run", st, [w, packed_w, bias])
+
+    def convt_pack(self, w: np.ndarray, group: int) -> np.ndarray:
+        """Pack ConvTranspose weights (C, Cout/group, kh, kw) once: W_g^T, the GEMM's A."""
+        w = _f32("W", w)
+        c, cog, kh, kw = w.shape
+        out = np.empty(self._lib.oxk_convt_pack_size(c, cog, kh, kw, group), np.float32)
+        self._check(self._lib.oxk_convt_pack(_p(w), c, cog, kh, kw, group, _p(out)), "convt_pack")
+        return out
+
+    def convt_plan(self, x_shape: Sequence[int], w: np.ndarray, bias: Optional[np.ndarray], group: int,
+                   strides: Sequence[int], dilations: Sequence[int], pad_begins: Sequence[int],
+                   out_hw: Sequence[int], act: str = "", act_params: Sequence[float] = (),
+                   packed_w: Optional[np.ndarray] = None) -> Plan:
+        """oxk_conv_transpose2d_run's plan for inputs (any N, C, H, W) = x_shape; W is (C,
+        Cout/group, kh, kw); pad_begins = (top, left); out_hw the output's (OH, OW)."""
+        w = _f32("W", w)
+        bias = None if bias is None else _f32("B", bias)
+        _, C, H, W = (int(d) for d in x_shape)
+        c, cog, kh, kw = w.shape
+        if c != C or group < 1 or C % group:
+            raise InvalidArgument("conv_transpose: X has %d channels, W has %d (group %d)" % (C, c, group))
+        p0, p1 = _act_params(act, act_params)
+        st = self.structs["oxk_convt_plan"](
+            C, H, W, cog * group, kh, kw, group, int(strides[0]), int(strides[1]), int(dilations[0]),
+            int(dilations[1]), int(pad_begins[0]), int(pad_begins[1]), int(out_hw[0]), int(out_hw[1]),
+            ACT[act], p0, p1, _p(w), _p(packed_w), _p(bias))
+        return Plan(self, "oxk_conv_transpose2d_run", st, [w, packed_w, bias])
+
+    def conv_transpose2d(self, x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], group: int,
+                         strides: Sequence[int], dilations: Sequence[int], pad_begins: Sequence[int],
+                         out_hw: Sequence[int], act: str = "", act_params: Sequence[float] = (),
+                         packed_w: Optional[np.ndarray] = None) -> np.ndarray:
+        """2-D transposed convolution NCHW through a one-off plan; returns (N, Cout, OH, OW)."""
+        x = _f32("X", x)
+        plan = self.convt_plan(x.shape, w, bias, group, strides, dilations, pad_begins, out_hw, act,
+                               act_params, packed_w)
+        y = np.empty((x.shape[0], plan.struct.Cout, int(out_hw[0]), int(out_hw[1])), np.float32)
+        self._check(plan.fn(plan.addr, x.shape[0], _p(x), _p(y)),
+                    "conv_transpose2d %s * %s (group %d)" % (x.shape, w.shape, group))
+        return y
 
     def pool_plan(self, x_shape: Sequence[int], kind: str, kernel: Sequence[int], strides: Sequence[int],
                   dilations: Sequence[int], pads: Sequence[int], out_hw: Sequence[int],

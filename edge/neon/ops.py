@@ -17,7 +17,8 @@ import numpy as np
 from onnxedge import fused_ops, ir, oxk_program
 from onnxedge.errors import InvalidArgument
 from onnxedge.fused_ops import DOMAIN as FUSED, MS_DOMAIN
-from onnxedge.geometry import auto_pad_mode, conv_geometry, pool_geometry, spatial_attr
+from onnxedge.geometry import (auto_pad_mode, conv_geometry, pool_geometry, spatial_attr,
+                               transpose_geometry)
 from onnxedge.providers.support import Facts, OpSupport, SupportTable
 
 from .library import (BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address,
@@ -73,11 +74,31 @@ def check_conv(node: ir.Node, facts: Facts) -> Optional[str]:
         if act not in FUSED_ACTS:
             return "activation %r has no NEON epilogue (has: %s)" % (act, ", ".join(a for a in FUSED_ACTS if a))
     ks = node.attributes.get("kernel_shape")
-    if ks is not None and len(ks) != 2:
-        return "kernel_shape %s is not 2-D; NEON runs 2-D convolutions" % (list(ks),)
+    if ks is not None and len(ks) not in (1, 2):
+        return "kernel_shape %s is not 1-D or 2-D; NEON runs 1-D and 2-D convolutions" % (list(ks),)
     return _need_float(node, facts, node.inputs[:4]) or \
-        _need_rank(facts, node.inputs[0], (4,), "NCHW 2-D convolutions") or \
-        _need_rank(facts, node.inputs[1], (4,), "2-D convolutions")
+        _need_rank(facts, node.inputs[0], (3, 4), "NCL / NCHW 1-D and 2-D convolutions") or \
+        _need_rank(facts, node.inputs[1], (3, 4), "1-D and 2-D convolutions")
+
+
+def _as_2d(w: np.ndarray) -> np.ndarray:
+    """A 1-D convolution's weight (O, I, k) as the 2-D kernels take it, (O, I, 1, k)."""
+    return w.reshape(w.shape[:2] + (1,) + w.shape[2:]) if w.ndim == 3 else w
+
+
+def _conv_args(node: ir.Node, x_shape: Sequence[int], k_shape: Sequence[int], auto_pad: str
+               ) -> Tuple[Tuple[int, int], Tuple[int, int], Tuple[int, int, int, int], Tuple[int, int],
+                          Tuple[int, ...]]:
+    """(strides, dilations, pads (t, l, b, r), (OH, OW), output spatial shape) of a 1-D or 2-D
+    Conv as oxk_conv2d takes it (1-D: H = 1); raises the geometry's errors."""
+    a, nd = node.attributes, len(k_shape)
+    strides = spatial_attr(node.op_type, "strides", a.get("strides"), nd, 1, 1)
+    dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), nd, 1, 1)
+    beg, end, out = conv_geometry(node.op_type, x_shape[2:], k_shape, strides, dil, a.get("pads"), auto_pad)
+    if nd == 1:
+        return (1, strides[0]), (1, dil[0]), (0, beg[0], 0, end[0]), (1, out[0]), tuple(out)
+    return (strides[0], strides[1]), (dil[0], dil[1]), (beg[0], beg[1], end[0], end[1]), \
+        (out[0], out[1]), tuple(out)
 
 
 def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
@@ -90,14 +111,14 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
     bn = node.inputs[2] if len(node.inputs) > 2 else ""
     w0 = consts.get(wn)
     packed = None
-    if isinstance(w0, np.ndarray) and w0.dtype == np.float32 and w0.ndim == 4 and group >= 1 \
+    if isinstance(w0, np.ndarray) and w0.dtype == np.float32 and w0.ndim in (3, 4) and group >= 1 \
             and w0.shape[0] % group == 0:
-        packed = lib.conv_pack(w0, group)
+        packed = lib.conv_pack(_as_2d(w0), group)
 
     def slow(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x, w = env[xn], env[wn]
         b = env[bn] if bn else None
-        if not _is_f32(x, w, b) or x.ndim != 4 or w.ndim != 4:
+        if not _is_f32(x, w, b) or x.ndim not in (3, 4) or w.ndim != x.ndim:
             return None
         ks = a.get("kernel_shape")
         if ks and [int(k) for k in ks] != list(w.shape[2:]):
@@ -109,14 +130,11 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
                                   % (node.op_type, x.shape[1], w.shape[1], group, w.shape[0]))
         if b is not None and (b.ndim != 1 or b.shape[0] != w.shape[0]):
             raise InvalidArgument("%s: bias B must have shape (%d,), got %s" % (node.op_type, w.shape[0], b.shape))
-        strides = spatial_attr(node.op_type, "strides", a.get("strides"), 2, 1, 1)
-        dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), 2, 1, 1)
-        beg, end, out = conv_geometry(node.op_type, x.shape[2:], w.shape[2:], strides, dil,
-                                      a.get("pads"), auto_pad)
+        strides, dil, pads, hw, out = _conv_args(node, x.shape, w.shape[2:], auto_pad)
         pw = packed if wn in consts else None
-        y = lib.conv2d(x, w, b, group, strides, dil, (beg[0], beg[1], end[0], end[1]), out,
-                       act, params, packed_w=pw)
-        return [y]
+        y = lib.conv2d(x.reshape(x.shape[:2] + (1,) + x.shape[2:]) if x.ndim == 3 else x, _as_2d(w), b,
+                       group, strides, dil, pads, hw, act, params, packed_w=pw)
+        return [y.reshape(y.shape[:2] + out)]
 
     b0 = consts.get(bn) if bn else None
     zn = node.inputs[3] if len(node.inputs) > 3 else ""
@@ -127,27 +145,85 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
 
     if packed is None or (bn and (bn not in consts or not _is_f32(b0) or b0.shape != (w0.shape[0],))):
         return z_on_cpu if zn else slow
-    strides = spatial_attr(node.op_type, "strides", a.get("strides"), 2, 1, 1)
-    dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), 2, 1, 1)
     ks = a.get("kernel_shape")
 
+    w2 = _as_2d(w0)
     def plan_for(shape: Tuple[int, ...], fused: bool = True) -> Optional[Tuple[Any, ...]]:
         """(plan address, C function, output shape, batch count, plan) for inputs of `shape`; None:
         the slow path decides (it raises the errors). fused=False leaves the activation out."""
-        if w0.shape[1] * group != shape[1] or 0 in shape or \
+        if len(shape) != w0.ndim or w0.shape[1] * group != shape[1] or 0 in shape or \
                 (ks and [int(k) for k in ks] != list(w0.shape[2:])):
             return None
-        beg, end, out = conv_geometry(node.op_type, shape[2:], w0.shape[2:], strides, dil, a.get("pads"),
-                                      auto_pad)
-        if min(out) <= 0:
-            return None
-        plan = lib.conv_plan(shape, w0, b0, group, strides, dil, (beg[0], beg[1], end[0], end[1]), out,
+        strides, dil, pads, hw, out = _conv_args(node, shape, w0.shape[2:], auto_pad)
+        shape2 = tuple(shape[:2]) + (1,) + tuple(shape[2:]) if len(shape) == 3 else shape
+        plan = lib.conv_plan(shape2, w2, b0, group, strides, dil, pads, hw,
                              act if fused else "", params if fused else (), packed_w=packed)
-        return plan.addr, plan.fn, (shape[0], w0.shape[0], int(out[0]), int(out[1])), shape[0], plan
+        return plan.addr, plan.fn, (shape[0], w0.shape[0]) + out, shape[0], plan
 
     if zn:
         return _conv_with_z(node, lib, plan_for, zn, act, params)
-    return _planned(slow, xn, 4, plan_for, lib, node)
+    return _planned(slow, xn, w0.ndim, plan_for, lib, node)
+
+
+def check_convt(node: ir.Node, facts: Facts) -> Optional[str]:
+    """ConvTranspose: 1-D or 2-D, float32, constant weights (packed once) and bias."""
+    ks = node.attributes.get("kernel_shape")
+    if ks is not None and len(ks) not in (1, 2):
+        return "kernel_shape %s is not 1-D or 2-D; NEON runs 1-D and 2-D transposed convolutions" % (list(ks),)
+    why = _need_float(node, facts, node.inputs[:3]) or \
+        _need_rank(facts, node.inputs[0], (3, 4), "NCL / NCHW transposed convolutions") or \
+        _need_rank(facts, node.inputs[1], (3, 4), "1-D and 2-D transposed convolutions")
+    if why:
+        return why
+    for i, what in ((1, "weight"), (2, "bias")):
+        if len(node.inputs) > i and node.inputs[i] and node.inputs[i] not in facts.consts:
+            return "the %s %r is not a constant; NEON packs ConvTranspose weights once" % (what, node.inputs[i])
+    return None
+
+
+def build_convt(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """ConvTranspose through oxk_conv_transpose2d_run (a 1-D one with H = 1), weights packed now;
+    anything else (weights not float32 constants, another rank) runs on the CPU kernel."""
+    a = node.attributes
+    group = int(a.get("group", 1))
+    auto_pad = auto_pad_mode(node.op_type, a.get("auto_pad", "NOTSET"))
+    xn, wn = node.inputs[0], node.inputs[1]
+    bn = node.inputs[2] if len(node.inputs) > 2 else ""
+    w0, b0 = consts.get(wn), consts.get(bn) if bn else None
+    ks = a.get("kernel_shape")
+
+    def cpu(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        return None
+
+    if not (isinstance(w0, np.ndarray) and w0.dtype == np.float32 and w0.ndim in (3, 4) and group >= 1
+            and w0.shape[0] % group == 0 and (not bn or (_is_f32(b0) and b0 is not None
+                                                        and b0.shape == (w0.shape[1] * group,)))):
+        return cpu
+    w2 = _as_2d(w0)
+    packed = lib.convt_pack(w2, group)
+
+    def plan_for(shape: Tuple[int, ...]) -> Optional[Tuple[Any, ...]]:
+        """(plan address, C function, output shape, batch, plan) for inputs of `shape`, or None."""
+        nd = w0.ndim - 2
+        if len(shape) != w0.ndim or shape[1] != w0.shape[0] or 0 in shape or \
+                (ks and [int(k) for k in ks] != list(w0.shape[2:])):
+            return None
+        strides = spatial_attr(node.op_type, "strides", a.get("strides"), nd, 1, 1)
+        dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), nd, 1, 1)
+        opad = spatial_attr(node.op_type, "output_padding", a.get("output_padding"), nd, 0, 0)
+        beg, out = transpose_geometry(node.op_type, shape[2:], w0.shape[2:], strides, dil, a.get("pads"),
+                                      auto_pad, opad, a.get("output_shape"))
+        if min(beg) < 0:
+            return None   # negative pads (an output_shape past the full output): the CPU kernel
+        if nd == 1:
+            strides, dil, beg, hw, shape2 = (1, strides[0]), (1, dil[0]), (0, beg[0]), (1, out[0]), \
+                tuple(shape[:2]) + (1,) + tuple(shape[2:])
+        else:
+            hw, shape2 = out, shape
+        plan = lib.convt_plan(shape2, w2, b0, group, strides, dil, beg, hw, packed_w=packed)
+        return plan.addr, plan.fn, (shape[0], w0.shape[1] * group) + tuple(out), shape[0], plan
+
+    return _planned(cpu, xn, w0.ndim, plan_for, lib, node)
 
 
 def _conv_with_z(node: ir.Node, lib: KernelLibrary, plan_for: Callable[..., Optional[Tuple[Any, ...]]],
@@ -160,7 +236,7 @@ def _conv_with_z(node: ir.Node, lib: KernelLibrary, plan_for: Callable[..., Opti
 
     def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x, z = env[xn], env[zn]
-        if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim != 4 or not _is_f32(z):
+        if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim not in (3, 4) or not _is_f32(z):
             return None
         ent = plans.get(x.shape, False)
         if ent is False:
@@ -605,3 +681,4 @@ OPS: Dict[Tuple[str, str], Tuple[Callable[..., Optional[str]], Callable[..., Run
 def support_table() -> SupportTable:
     """The NEON provider's op-support records (docs/OPERATORS.md reads them)."""
     return TABLE
+    OpSupport("", "ConvTranspose", check=check_convt, build=build_convt),

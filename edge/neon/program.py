@@ -77,7 +77,7 @@ def _planned(bd: Builder, node: ir.Node, run: Any, op: int) -> None:
     if plan_for is None:
         raise Unsupported("%s with weights computed at run time runs node by node" % node.op_type)
     shape = bd.shape(node.inputs[0])
-    if len(shape) != 4:
+    if len(shape) != 4 and not (len(shape) == 3 and op in (L.OP_CONV2D, oxk_program.OP_CONVT)):
         raise Unsupported("input of rank %d" % len(shape))
     ent = plan_for(shape)
     if ent is None:
@@ -104,6 +104,7 @@ EMIT.update({
     "Conv": lambda bd, n, r: _planned(bd, n, r, L.OP_CONV2D),
     "FusedConv": lambda bd, n, r: _planned(bd, n, r, L.OP_CONV2D),
     "MaxPool": lambda bd, n, r: _planned(bd, n, r, L.OP_POOL2D),
+    "ConvTranspose": lambda bd, n, r: _planned(bd, n, r, oxk_program.OP_CONVT),
     "AveragePool": lambda bd, n, r: _planned(bd, n, r, L.OP_POOL2D),
 })
 
