@@ -110,7 +110,9 @@ class NeonExecutionProvider(ExecutionProvider):
         opsets = ctx.opsets
         programs = ProgramCache(self.lib, group.nodes, [p[1] for p in plan], group.inputs, group.exported,
                                 consts, opsets) if self.use_programs else None
-        freed = group.freed
+        # after a program run only values that entered env can be freed: not the constants
+        # (the session's own arrays) nor the program's inner values (never in env)
+        freed = [name for name in group.freed if name not in consts]
 
         def node_by_node(env: Dict[str, Any], rec: Optional[Record], prof: Any = None) -> None:
             for node, run, fallback, free in plan:
