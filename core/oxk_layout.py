@@ -39,6 +39,10 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
     "oxk_binary_args": tuple((f, "i") for f in ("op", "d0", "d1", "d2", "sa0", "sa1", "sa2", "sb0",
                                                  "sb1", "sb2")),
     "oxk_softmax_args": (("cols", "i"),),
+    "oxk_norm_args": (("groups", "i"), ("cpg", "i"), ("inner", "i"), ("rms", "i"), ("per_group", "i"),
+                      ("epsilon", "f")),
+    "oxk_batchnorm_args": (("channels", "i"), ("inner", "i"), ("epsilon", "f")),
+    "oxk_reduce_args": (("kind", "i"), ("r", "i"), ("inner", "i")),
     "oxk_program": (("n_instr", "i"), ("n_slots", "i"), ("instr", "p"), ("slots", "p")),
 }
 

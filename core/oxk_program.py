@@ -356,12 +356,227 @@ def emit_view(bd: Builder, node: ir.Node, run: Any = None) -> None:
     bd.of[out] = bd.read(node.inputs[0])
 
 
+# ----------------------------------------------------------------- normalizations and reductions
+# (issue #17: normalization.c). The argument functions below are shared by the program emitters
+# and the providers' node-by-node runs, so both call the C kernels with the same arguments and
+# give the same bits; Unsupported says why the engine does not take a node on these shapes.
+
+OP_NORM, OP_BATCHNORM, OP_REDUCE = 10, 11, 12   # oxk.h OXK_OP_NORM, _BATCHNORM, _REDUCE
+# Reduce op -> OXK_RED_* kind
+REDUCE_KINDS = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3, "ReduceL1": 4,
+                "ReduceL2": 5, "ReduceSumSquare": 6}
+# LayerNormalization (ai.onnx, and com.onnxedge's below opset 17), RMS normalizations, the
+# per-channel ones and inference BatchNormalization.
+NORM_OPS = ("LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
+            "InstanceNormalization", "GroupNormalization", "BatchNormalization")
+PARAM_INPUTS.update({op: (1,) for op in REDUCE_KINDS})   # opset 13/18: axes as an input
+
+
+def _strip_ones(shape: Sequence[int]) -> Tuple[int, ...]:
+    shape = [int(d) for d in shape]
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return tuple(shape)
+
+
+def _extra_outputs(node: ir.Node) -> bool:
+    return any(node.outputs[1:])
+
+
+def norm_args(node: ir.Node, shape: Sequence[int], params: Sequence[Optional[Sequence[int]]]
+              ) -> Tuple[int, Tuple[Any, ...]]:
+    """(rows, oxk_norm_args values) of a LayerNormalization / SimplifiedLayerNormalization /
+    RMSNormalization / InstanceNormalization / GroupNormalization on input `shape` with scale and
+    bias of shapes `params` (None: absent); Unsupported with the reason otherwise."""
+    op, a = node.op_type, node.attributes
+    shape = tuple(int(d) for d in shape)
+    rank = len(shape)
+    eps = float(a.get("epsilon", 1e-5))
+    if _extra_outputs(node):
+        raise Unsupported("%s's statistics outputs are not produced by the engine" % op)
+    if int(a.get("stash_type", 1)) != 1:
+        raise Unsupported("stash_type %d (the engine keeps float32 statistics)" % int(a.get("stash_type")))
+    scale = params[0] if params else None
+    bias = params[1] if len(params) > 1 else None
+    if op in ("LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization"):
+        axis = int(a.get("axis", -1))
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            raise Unsupported("axis %d for an input of rank %d" % (int(a.get("axis", -1)), rank))
+        cols = int(np.prod(shape[axis:]))
+        if cols == 0:
+            raise Unsupported("an empty normalized shape %s" % (shape[axis:],))
+        for name, p in (("scale", scale), ("bias", bias)):
+            if p is not None and _strip_ones(p) != _strip_ones(shape[axis:]):
+                raise Unsupported("%s of shape %s is not the normalized shape %s"
+                                  % (name, tuple(p), shape[axis:]))
+        if scale is None:
+            raise Unsupported("no scale input")
+        rows = int(np.prod(shape[:axis]))
+        return rows, (1, cols, 1, int(op != "LayerNormalization"), 0, eps)
+    if rank < (3 if op == "InstanceNormalization" else 2):
+        raise Unsupported("an input of rank %d" % rank)
+    N, C = shape[0], shape[1]
+    inner = int(np.prod(shape[2:]))
+    groups = C if op == "InstanceNormalization" else int(a.get("num_groups", 0))
+    if groups < 1 or C % groups or inner == 0 or C == 0:
+        raise Unsupported("%d groups of %d channels of %d values" % (groups, C, inner))
+    sizes = [int(np.prod(p)) if p is not None else None for p in (scale, bias)]
+    if None in sizes or sizes[0] != sizes[1] or sizes[0] not in (C, groups) \
+            or any(len(_strip_ones(p)) > 1 for p in (scale, bias) if p is not None):
+        raise Unsupported("scale and bias of shapes %s and %s (the engine takes one value per channel "
+                          "or per group)" % (scale, bias))
+    per_group = int(sizes[0] == groups and groups != C)
+    return N * groups, (groups, C // groups, inner, 0, per_group, eps)
+
+
+def batchnorm_args(node: ir.Node, shape: Sequence[int], params: Sequence[Optional[Sequence[int]]]
+                   ) -> Tuple[int, Tuple[Any, ...]]:
+    """(outer, oxk_batchnorm_args values) of an inference BatchNormalization on input `shape`
+    with scale, B, mean and var of shapes `params`; Unsupported with the reason otherwise."""
+    a = node.attributes
+    shape = tuple(int(d) for d in shape)
+    if _extra_outputs(node) or int(a.get("training_mode", 0)):
+        raise Unsupported("training mode (the engine runs inference BatchNormalization)")
+    if not int(a.get("spatial", 1)):
+        raise Unsupported("spatial=0 (per-activation statistics)")
+    if len(shape) < 2 or shape[1] == 0:
+        raise Unsupported("an input of shape %s" % (shape,))
+    C = shape[1]
+    if len(params) != 4 or any(p is None or tuple(int(d) for d in p) != (C,) for p in params):
+        raise Unsupported("scale, B, mean and var of shapes %s (the engine takes (%d,) each)"
+                          % ([None if p is None else tuple(p) for p in params], C))
+    return shape[0], (C, int(np.prod(shape[2:])), float(a.get("epsilon", 1e-5)))
+
+
+def reduce_args(node: ir.Node, shape: Sequence[int], axes: Optional[Sequence[int]]
+                ) -> Optional[Tuple[int, Tuple[int, int, int], Tuple[int, ...]]]:
+    """(outer, oxk_reduce_args values, output shape) of a Reduce* op over input `shape`; `axes`
+    are the attribute's or the input's (None or empty: none given). None: the op is the identity
+    (empty axes with noop_with_empty_axes). Unsupported when the reduced axes (size-1 axes aside)
+    are not one contiguous run, or an axis is out of range."""
+    a = node.attributes
+    shape = tuple(int(d) for d in shape)
+    rank = len(shape)
+    if axes is None or len(axes) == 0:
+        if int(a.get("noop_with_empty_axes", 0)):
+            return None
+        red = set(range(rank))
+    else:
+        red = set()
+        for ax in axes:
+            ax = int(ax)
+            if not -rank <= ax < rank:
+                raise Unsupported("axis %d for an input of rank %d" % (ax, rank))
+            red.add(ax + rank if ax < 0 else ax)
+    kept = [i for i in range(rank) if shape[i] != 1]
+    runs = [i for i in kept if i in red]
+    if runs and any(i not in red for i in kept if runs[0] < i < runs[-1]):
+        raise Unsupported("axes %s of shape %s are not one contiguous run" % (sorted(red), shape))
+    if runs:
+        outer = int(np.prod([shape[i] for i in kept if i < runs[0]]))
+        r = int(np.prod([shape[i] for i in runs]))
+        inner = int(np.prod([shape[i] for i in kept if i > runs[-1]]))
+    else:
+        outer, r, inner = int(np.prod(shape)), 1, 1
+    if max(outer * max(inner, 1), r * max(inner, 1)) > 2 ** 31 - 1:
+        raise Unsupported("sizes beyond int32")
+    keep = int(a.get("keepdims", 1))
+    out = tuple(1 if i in red else d for i, d in enumerate(shape) if keep or i not in red)
+    return outer, (REDUCE_KINDS[node.op_type], r, inner), out
+
+
+def reduce_axes(node: ir.Node, value_of: Callable[[str], Optional[np.ndarray]]) -> Optional[List[int]]:
+    """A Reduce* node's axes: its `axes` input's value (value_of(name)), else its attribute; None
+    when neither is given."""
+    if len(node.inputs) > 1 and node.inputs[1]:
+        v = value_of(node.inputs[1])
+        if v is None:
+            raise Unsupported("the axes input %r is not known" % node.inputs[1])
+        return [int(x) for x in np.asarray(v).reshape(-1)]
+    axes = node.attributes.get("axes")
+    return None if axes is None else [int(x) for x in axes]
+
+
+def _input(node: ir.Node, i: int) -> str:
+    return node.inputs[i] if len(node.inputs) > i else ""
+
+
+def emit_norm(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """The normalizations (NORM_OPS): one OXK_OP_NORM (OXK_OP_BATCHNORM) instruction; scale, bias
+    (and BatchNormalization's statistics) are operands, constant or computed."""
+    xn = node.inputs[0]
+    shape = bd.shape(xn)
+    if node.op_type == "BatchNormalization":
+        names = [_input(node, i) for i in range(1, 5)]
+        outer, values = batchnorm_args(node, shape, [bd.shape(n) if n else None for n in names])
+        bufs = [bd.read(n) for n in names]
+        bd.emit(OP_BATCHNORM, outer, bd.struct("oxk_batchnorm_args", *values), bd.read(xn), bufs[0],
+                bd.write(node.outputs[0]), bufs[1:])
+        return
+    names = [_input(node, 1), "" if node.op_type in ("SimplifiedLayerNormalization", "RMSNormalization")
+             else _input(node, 2)]
+    rows, values = norm_args(node, shape, [bd.shape(n) if n else None for n in names])
+    bufs = [bd.read(n) if n else None for n in names]
+    bd.emit(OP_NORM, rows, bd.struct("oxk_norm_args", *values), bd.read(xn), bufs[0],
+            bd.write(node.outputs[0]), bufs[1:])
+
+
+def emit_reduce(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """ReduceSum / Mean / Max / Min / L1 / L2 / SumSquare over one contiguous run of axes."""
+    xn = node.inputs[0]
+    found = reduce_args(node, bd.shape(xn), reduce_axes(node, bd.param))
+    if found is None:   # noop_with_empty_axes: the output is the input
+        emit_view(bd, node)
+        return
+    outer, values, _ = found
+    bd.emit(OP_REDUCE, outer, bd.struct("oxk_reduce_args", *values), bd.read(xn), None,
+            bd.write(node.outputs[0]))
+
+
+def norm_op_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
+    """Why a program cannot take normalization or reduction `node` as the graph declares it (None:
+    it can; the shapes met at run time decide the rest, node by node on the CPU kernel when the
+    engine does not take them)."""
+    op = node.op_type
+    bad = _not_float(facts, [n for n in node.inputs[:1 if op in REDUCE_KINDS else 5] if n], engine)
+    if bad:
+        return bad
+    if op in REDUCE_KINDS:
+        shape = facts.shape(node.inputs[0])
+        axes: Optional[List[int]] = None
+        if len(node.inputs) > 1 and node.inputs[1]:
+            c = facts.const(node.inputs[1])
+            if c is None:
+                return None   # a computed axes input is part of the program's signature
+            axes = [int(v) for v in np.asarray(c).reshape(-1)]
+        elif node.attributes.get("axes") is not None:
+            axes = [int(v) for v in node.attributes["axes"]]
+        if _known(shape):
+            try:
+                reduce_args(node, shape, axes)
+            except Unsupported as e:
+                return "%s; %s reduces one contiguous run of axes" % (e, engine)
+        return None
+    if _extra_outputs(node):
+        return "%s's statistics outputs (or training outputs) are used; %s computes output 0 only" \
+            % (op, engine)
+    if int(node.attributes.get("stash_type", 1)) != 1:
+        return "stash_type %d; %s keeps float32 statistics" % (int(node.attributes["stash_type"]), engine)
+    if op == "BatchNormalization" and (int(node.attributes.get("training_mode", 0))
+                                       or not int(node.attributes.get("spatial", 1))):
+        return "training-mode or per-activation BatchNormalization; %s runs inference" % engine
+    return None
+
+
 # The emitters of ops whose instructions need nothing of the provider's per-node kernels.
 EMIT: Dict[str, Emitter] = {"GlobalAveragePool": emit_global_pool, "GlobalMaxPool": emit_global_pool,
                             "Add": emit_binary, "Sub": emit_binary, "Mul": emit_binary, "Div": emit_binary,
                             "Softmax": emit_softmax, "LogSoftmax": emit_softmax}
 EMIT.update({op: emit_act for op in ACTS})
 EMIT.update({op: emit_view for op in VIEWS})
+EMIT.update({op: emit_norm for op in NORM_OPS})
+EMIT.update({op: emit_reduce for op in REDUCE_KINDS})
 
 
 # ----------------------------------------------------------------------------- claims
@@ -425,10 +640,16 @@ def program_op_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
                 "over the last axis" % (axis, engine)
         return "axis %d is not the last axis of a rank-%d input; %s normalizes over the last axis" \
             % (axis, rank, engine)
+    if op in NORM_OPS or op in REDUCE_KINDS:
+        return norm_op_reason(node, facts, engine)
     return "%s is not a program-only op" % op
 
 
 PROGRAM_ONLY_OPS = ACTS + tuple(BINARY_OPS) + ("Softmax", "LogSoftmax") + VIEWS
+PROGRAM_ONLY_OPS += NORM_OPS + tuple(REDUCE_KINDS)
+# Program-only ops of com.onnxedge (fused_ops.DOMAIN) that follow the same rules: LayerNormalization
+# below opset 17.
+FUSED_PROGRAM_OPS = ("LayerNormalization",)
 
 
 # ----------------------------------------------------------------------------- the program
@@ -595,4 +816,7 @@ __all__ = ["PROGRAM_ONLY_OPS", "program_op_reason", "ACTS", "ALIGN", "BINARY_OPS
            "Compiled", "EMIT", "Emitter", "INSTR_SLOTS", "MAX_PROGRAMS", "PARAM_INPUTS", "ProgramCache", "Record",
            "Target", "Unsupported", "VIEWS", "broadcast_shape", "emit_act", "emit_binary",
            "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul", "emit_softmax",
-           "emit_view", "fold_broadcast", "plan_arena", "record_values", "OP_CONVT"]
+           "emit_view", "fold_broadcast", "plan_arena", "record_values", "OP_CONVT",
+           "FUSED_PROGRAM_OPS", "NORM_OPS", "OP_BATCHNORM", "OP_NORM", "OP_REDUCE", "REDUCE_KINDS",
+           "batchnorm_args", "emit_norm", "emit_reduce", "norm_args", "norm_op_reason", "reduce_args",
+           "reduce_axes"]

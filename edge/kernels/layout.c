@@ -72,6 +72,17 @@ static const oxk_field g_layout[] = {
     FIELD(oxk_convt_plan, act, 'i'), FIELD(oxk_convt_plan, p0, 'f'), FIELD(oxk_convt_plan, p1, 'f'),
     FIELD(oxk_convt_plan, weight, 'p'), FIELD(oxk_convt_plan, packW, 'p'), FIELD(oxk_convt_plan, bias, 'p'),
 
+    STRUCT(oxk_norm_args),
+    FIELD(oxk_norm_args, groups, 'i'), FIELD(oxk_norm_args, cpg, 'i'), FIELD(oxk_norm_args, inner, 'i'),
+    FIELD(oxk_norm_args, rms, 'i'), FIELD(oxk_norm_args, per_group, 'i'), FIELD(oxk_norm_args, epsilon, 'f'),
+
+    STRUCT(oxk_batchnorm_args),
+    FIELD(oxk_batchnorm_args, channels, 'i'), FIELD(oxk_batchnorm_args, inner, 'i'),
+    FIELD(oxk_batchnorm_args, epsilon, 'f'),
+
+    STRUCT(oxk_reduce_args),
+    FIELD(oxk_reduce_args, kind, 'i'), FIELD(oxk_reduce_args, r, 'i'), FIELD(oxk_reduce_args, inner, 'i'),
+
     STRUCT(oxk_program),
     FIELD(oxk_program, n_instr, 'i'), FIELD(oxk_program, n_slots, 'i'), FIELD(oxk_program, instr, 'p'),
     FIELD(oxk_program, slots, 'p'),

@@ -194,4 +194,28 @@ OXK_API int oxk_convt_pack(const float* W, int C, int Cout_g, int kh, int kw, in
 OXK_API int oxk_conv_transpose2d_run(const oxk_convt_plan* p, int N, const float* x, float* y);
 enum { OXK_OP_CONVT = 45 };
 
+/* ---- Normalizations and reductions (issue #17; normalization.c) ------------------------------
+ * OXK_OP_NORM: n = rows; args oxk_norm_args; slots a = x (rows x cpg * inner), b =
+ * scale, y, slot[3] = bias (scale and bias -1 for none). Each row of cpg * inner floats is normalized by
+ * its own mean and variance (rms: by its root mean square, no centring), then scaled and shifted:
+ * with groups == 1, inner == 1 and !per_group one scale/bias value per column (LayerNormalization,
+ * SimplifiedLayerNormalization / RMSNormalization); otherwise the row is channel (r % groups) *
+ * cpg + c of cpg channels of inner values, scale/bias per channel, or per group (r % groups) when
+ * per_group (InstanceNormalization: groups = C, cpg = 1; GroupNormalization).
+ * OXK_OP_BATCHNORM: n = outer; args oxk_batchnorm_args; a = x (outer x channels x inner), b =
+ * scale, y, slot[3..5] = bias, mean, var (per channel; inference BatchNormalization).
+ * OXK_OP_REDUCE: n = outer; args oxk_reduce_args; a = x (outer x r x inner), y (outer x inner):
+ * OXK_RED_* of the r values (an empty set gives 0, -inf for max, +inf for min). */
+enum { OXK_OP_NORM = 10, OXK_OP_BATCHNORM = 11, OXK_OP_REDUCE = 12 };
+enum { OXK_RED_SUM = 0, OXK_RED_MEAN = 1, OXK_RED_MAX = 2, OXK_RED_MIN = 3, OXK_RED_L1 = 4, OXK_RED_L2 = 5,
+       OXK_RED_SUMSQ = 6 };
+typedef struct { int groups, cpg, inner, rms, per_group; float epsilon; } oxk_norm_args;
+typedef struct { int channels, inner; float epsilon; } oxk_batchnorm_args;
+typedef struct { int kind, r, inner; } oxk_reduce_args;
+OXK_API int oxk_norm(const oxk_norm_args* a, int rows, const float* x, const float* scale, const float* bias,
+                     float* y);
+OXK_API int oxk_batchnorm(const oxk_batchnorm_args* a, int outer, const float* x, const float* scale,
+                          const float* bias, const float* mean, const float* var, float* y);
+OXK_API int oxk_reduce(const oxk_reduce_args* a, int outer, const float* x, float* y);
+
 #endif /* OXK_H */

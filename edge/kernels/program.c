@@ -55,6 +55,10 @@ static int run_one(const oxk_instr* in, const float* a, const float* b, float* y
         const oxk_softmax_args* s = (const oxk_softmax_args*)in->args;
         return s ? oxk_softmax(a, in->n, s->cols, in->op == OXK_OP_LOGSOFTMAX, y) : OXK_EARG;
     }
+    case OXK_OP_NORM: return oxk_norm((const oxk_norm_args*)in->args, in->n, a, b, ext[0], y);
+    case OXK_OP_BATCHNORM:
+        return oxk_batchnorm((const oxk_batchnorm_args*)in->args, in->n, a, b, ext[0], ext[1], ext[2], y);
+    case OXK_OP_REDUCE: return oxk_reduce((const oxk_reduce_args*)in->args, in->n, a, y);
     case OXK_OP_COPY:
         if (in->n < 0) return OXK_EARG;
         if (a != y && in->n > 0) memcpy(y, a, (size_t)in->n * sizeof(float));

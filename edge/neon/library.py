@@ -71,6 +71,9 @@ _SIGS = {
     "oxk_binary": (_c_int, [_ptr, _ptr, _ptr, _ptr]),
     "oxk_softmax": (_c_int, [_ptr, _c_int, _c_int, _c_int, _ptr]),
     "oxk_act": (_c_int, [_ptr, _c_int, _c_int, _c_float, _c_float, _ptr]),
+    "oxk_norm": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr, _ptr]),
+    "oxk_batchnorm": (_c_int, [_ptr, _c_int] + [_ptr] * 6),
+    "oxk_reduce": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
 }
 # Program opcodes, slot kinds, binary ops and fold_broadcast come from the shared binding
 # (onnxedge.oxk_program), imported above.
@@ -505,6 +508,42 @@ class KernelLibrary:
         y = np.empty_like(x)
         rows = x.size // cols if cols else 0
         self._check(self._lib.oxk_softmax(_p(x), rows, cols, int(log), _p(y)), "softmax")
+        return y
+
+    # ---------------------------------------------------------------- normalizations, reductions
+    def norm(self, x: np.ndarray, rows: int, args: Sequence[Any], scale: Optional[np.ndarray],
+             bias: Optional[np.ndarray]) -> np.ndarray:
+        """oxk_norm over `rows` rows of x with `args` (oxk_norm_args' values,
+        onnxedge.oxk_program.norm_args); scale and bias as the args say (None: absent)."""
+        x = _f32("X", x)
+        scale = None if scale is None else _f32("scale", scale)
+        bias = None if bias is None else _f32("bias", bias)
+        st = self.structs["oxk_norm_args"](*args)
+        y = np.empty_like(x)
+        self._check(self._lib.oxk_norm(ctypes.addressof(st), int(rows), _p(x), _p(scale), _p(bias), _p(y)),
+                    "norm %s" % (x.shape,))
+        return y
+
+    def batchnorm(self, x: np.ndarray, outer: int, args: Sequence[Any], scale: np.ndarray,
+                  bias: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+        """oxk_batchnorm (inference BatchNormalization) with `args` (oxk_batchnorm_args' values,
+        onnxedge.oxk_program.batchnorm_args)."""
+        x = _f32("X", x)
+        p = [_f32(n, v) for n, v in (("scale", scale), ("B", bias), ("mean", mean), ("var", var))]
+        st = self.structs["oxk_batchnorm_args"](*args)
+        y = np.empty_like(x)
+        self._check(self._lib.oxk_batchnorm(ctypes.addressof(st), int(outer), _p(x), *[_p(v) for v in p],
+                                            _p(y)), "batchnorm %s" % (x.shape,))
+        return y
+
+    def reduce(self, x: np.ndarray, outer: int, args: Sequence[int], out_shape: Sequence[int]) -> np.ndarray:
+        """oxk_reduce with `args` (oxk_reduce_args' values, onnxedge.oxk_program.reduce_args):
+        a new array of `out_shape`."""
+        x = _f32("X", x)
+        st = self.structs["oxk_reduce_args"](*args)
+        y = np.empty(tuple(out_shape), np.float32)
+        self._check(self._lib.oxk_reduce(ctypes.addressof(st), int(outer), _p(x), _p(y)),
+                    "reduce %s" % (x.shape,))
         return y
 
     # ---------------------------------------------------------------- int8

@@ -604,7 +604,8 @@ def build_qmatmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarra
 
 def _f32_in(env: Dict[str, Any], name: str) -> Optional[np.ndarray]:
     x = env[name]
-    return x if type(x) is np.ndarray and x.dtype is F32 else None
+    # (a float32 array read from a protobuf or a buffer may hold an equal dtype of its own)
+    return x if type(x) is np.ndarray and (x.dtype is F32 or x.dtype == F32) else None
 
 
 def _engine_op(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
@@ -631,9 +632,54 @@ def _engine_op(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
             return [lib.binary(op, x, b).reshape(shape)]
         if op in ("Softmax", "LogSoftmax"):
             return _softmax(node, lib, x, op == "LogSoftmax")
+        if op in oxk_program.NORM_OPS:
+            return _norm(node, lib, env, x)
+        if op in oxk_program.REDUCE_KINDS:
+            return _reduce(node, lib, env, x)
         return None   # views: the CPU kernel gives the same values without a copy
 
     return run
+
+
+def _norm(node: ir.Node, lib: KernelLibrary, env: Dict[str, Any], x: np.ndarray
+          ) -> Optional[List[np.ndarray]]:
+    """A normalization (oxk_program.NORM_OPS) on oxk_norm / oxk_batchnorm with the arguments the
+    program takes (oxk_program.norm_args / batchnorm_args); None (the CPU kernel) for what the
+    engine does not take."""
+    op = node.op_type
+    if op == "BatchNormalization":
+        names = [node.inputs[i] if len(node.inputs) > i else "" for i in range(1, 5)]
+    elif op in ("SimplifiedLayerNormalization", "RMSNormalization"):
+        names = [node.inputs[1] if len(node.inputs) > 1 else ""]
+    else:
+        names = [node.inputs[i] if len(node.inputs) > i else "" for i in (1, 2)]
+    ps = [env[n] if n else None for n in names]
+    if not _is_f32(*ps):   # (initializers' float32 dtype need not be numpy's own instance)
+        return None
+    shapes = [None if p is None else p.shape for p in ps]
+    try:
+        if op == "BatchNormalization":
+            outer, args = oxk_program.batchnorm_args(node, x.shape, shapes)
+            return [lib.batchnorm(x, outer, args, *ps)]
+        rows, args = oxk_program.norm_args(node, x.shape, shapes)
+    except oxk_program.Unsupported:
+        return None
+    return [lib.norm(x, rows, args, ps[0], ps[1] if len(ps) > 1 else None)]
+
+
+def _reduce(node: ir.Node, lib: KernelLibrary, env: Dict[str, Any], x: np.ndarray
+            ) -> Optional[List[np.ndarray]]:
+    """A Reduce* op on oxk_reduce with the program's arguments (oxk_program.reduce_args); None
+    (the CPU kernel) for the identity (noop_with_empty_axes) and what the engine does not take."""
+    try:
+        found = oxk_program.reduce_args(node, x.shape, oxk_program.reduce_axes(
+            node, lambda name: np.asarray(env[name])))
+    except oxk_program.Unsupported:
+        return None
+    if found is None:
+        return None
+    outer, args, out = found
+    return [lib.reduce(x, outer, args, out)]
 
 
 def _softmax(node: ir.Node, lib: KernelLibrary, x: np.ndarray, log: bool
@@ -672,7 +718,9 @@ TABLE = SupportTable("NeonExecutionProvider", [
     OpSupport("", "MatMulInteger", check=check_qmatmul, build=build_qmatmul),
     OpSupport("", "QLinearMatMul", check=check_qmatmul, build=build_qmatmul),
 ] + [OpSupport("", op, check=check_program_op, build=_engine_op)
-     for op in oxk_program.PROGRAM_ONLY_OPS])
+     for op in oxk_program.PROGRAM_ONLY_OPS]
+  + [OpSupport(FUSED, op, check=check_program_op, build=_engine_op)
+     for op in oxk_program.FUSED_PROGRAM_OPS])
 # (domain, op) -> (check, build): the table's records by key (tests and tools read it).
 OPS: Dict[Tuple[str, str], Tuple[Callable[..., Optional[str]], Callable[..., Run]]] = {
     (r.domain, r.op): (r.check, r.build) for r in TABLE.records()}

@@ -160,6 +160,8 @@ for _dom, _op, _check in (("", "Conv", _conv), (FUSED, "FusedConv", _conv),
     TABLE.add(OpSupport(_dom, _op, check=_check, build=_build))
 for _op in oxk_program.PROGRAM_ONLY_OPS:
     TABLE.add(OpSupport("", _op, check=_program_only, build=_build))
+for _op in oxk_program.FUSED_PROGRAM_OPS:
+    TABLE.add(OpSupport(FUSED, _op, check=_program_only, build=_build))
 OPS = TABLE.keys()   # (domain, op) pairs the provider may claim
 
 
