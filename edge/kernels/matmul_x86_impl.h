@@ -7,7 +7,8 @@
  *   MR             rows of the tile (at most 14)
  *   V_LOAD(p) V_STORE(p, v) V_SET1(x) V_ZERO() V_FMA(a, b, acc) = a * b + acc, V_ADD V_MAX V_MIN
  * Both operands are packed (A in panels of MR rows, B in panels of NR columns; conv passes its
- * weights and im2col panels packed already). The micro-kernel broadcasts one A value per row and
+ * weights and im2col panels packed already), except one row of A (M == 1), read in place by
+ * row_block with four B panels at a time. The micro-kernel broadcasts one A value per row and
  * multiplies it into two B vectors: MR x 2 accumulators stay in registers over a K block of KC
  * steps. Each row count 1..MR and each width (one or two vectors) is its own function, so edge
  * tiles do no wasted arithmetic. alpha, beta, bias (row/col) and Relu/Clip are fused into the tile
