@@ -39,10 +39,34 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
     "oxk_binary_args": tuple((f, "i") for f in ("op", "d0", "d1", "d2", "sa0", "sa1", "sa2", "sb0",
                                                  "sb1", "sb2")),
     "oxk_softmax_args": (("cols", "i"),),
+    "oxk_attention_args": tuple((f, "i") for f in ("batch", "heads", "q_seq", "kv_seq", "head_size",
+                                                    "v_head_size"))
+    + (("scale", "f"), ("nan_to_zero", "i"), ("mask_stride", "i")),
+    "oxk_matmul_args": (("plan", "p"),) + tuple((f, "i") for f in ("d0", "d1", "d2", "sa0", "sa1", "sa2",
+                                                                    "sb0", "sb1", "sb2")),
+    "oxk_rnn_args": tuple((f, "i") for f in ("kind", "seq", "batch", "input", "hidden", "dirs", "reverse",
+                                              "linear_before_reset", "has_clip"))
+    + (("clip", "f"), ("plans", "p"), ("peep", "p")),
+    "oxk_copy_args": tuple((f, "i") for f in ("rank", "dims", "sa", "sy", "a_off", "y_off", "a_len",
+                                               "y_len")),
+    "oxk_gather_args": (("outer", "i"), ("axis", "i"), ("inner", "i"), ("count", "i"), ("wide", "i"),
+                        ("index", "p")),
+    "oxk_resample_args": tuple((f, "i") for f in ("planes", "ih", "iw", "oh", "ow", "ty", "tx"))
+    + (("iy", "p"), ("wy", "p"), ("ix", "p"), ("wx", "p")),
     "oxk_norm_args": (("groups", "i"), ("cpg", "i"), ("inner", "i"), ("rms", "i"), ("per_group", "i"),
                       ("epsilon", "f")),
     "oxk_batchnorm_args": (("channels", "i"), ("inner", "i"), ("epsilon", "f")),
     "oxk_reduce_args": (("kind", "i"), ("r", "i"), ("inner", "i")),
+    "oxk_qconv_plan": tuple((f, "i") for f in ("C", "H", "W", "Cout", "kh", "kw", "group", "sh", "sw",
+                                               "dh", "dw", "pt", "pl", "pb", "pr", "OH", "OW", "x_type",
+                                               "x_zero", "y_type", "y_zero", "qmin", "qmax", "per_channel"))
+    + (("packW", "p"), ("bias", "p"), ("scale", "p")),
+    "oxk_qgemm_plan": tuple((f, "i") for f in ("N", "K", "a_type", "a_zero", "y_type", "y_zero", "qmin",
+                                               "qmax", "per_channel")) + (("packB", "p"), ("bias", "p"), ("scale", "p")),
+    "oxk_quant_args": (("type", "i"), ("zero", "i"), ("scale", "f")),
+    "oxk_qpool_args": tuple((f, "i") for f in ("hw", "x_type", "x_zero", "y_zero", "qmin", "qmax"))
+    + (("scale", "f"),),
+    "oxk_dql_args": (("part", "i"),),
     "oxk_program": (("n_instr", "i"), ("n_slots", "i"), ("instr", "p"), ("slots", "p")),
 }
 

@@ -19,10 +19,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops, ir
+from onnxedge import fused_ops, ir, oxk_movement
 from onnxedge.errors import OnnxEdgeError
 
 F32 = np.dtype(np.float32)
+# Integer element types a program's buffers may hold (the quantized ops' operands, issue #17).
+QUANTIZED_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32))
 MAX_PROGRAMS = 32    # programs kept per group (one per input-shape signature)
 PARAM_MAX = 64       # a run-time parameter input (Reshape's shape, Clip's bounds) up to this size
 ALIGN = 64           # arena offsets, bytes
@@ -31,13 +33,18 @@ INSTR_SLOTS = 8      # operand slots of one instruction (oxk.h OXK_INSTR_SLOTS)
 # non-constant one is part of the signature.
 PARAM_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Clip": (1, 2)}
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
-ACTS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
+# Elementwise ops the engine runs as one OXK_OP_ACT (oxk.h OXK_ACT_*; act_name gives the code's name)
+ACTS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Softplus",
+        "Gelu") + fused_ops.MATH
 # Program opcodes, slot kinds and binary ops (oxk.h OXK_OP_*, OXK_SLOT_*, OXK_BIN_*).
 OP_SGEMM, OP_CONV2D, OP_POOL2D, OP_GLOBAL_POOL, OP_ACT, OP_BINARY, OP_SOFTMAX, OP_LOGSOFTMAX, OP_COPY = \
     range(1, 10)
+OP_STRIDED, OP_GATHER, OP_RESAMPLE = 30, 31, 32   # movement.c (onnxedge.oxk_movement's steps)
+OP_QCONV, OP_QGEMM, OP_QUANTIZE, OP_DEQUANTIZE, OP_QGLOBAL_POOL, OP_DQL = range(50, 56)   # quantized.c
+OP_ATTENTION, OP_MATMUL = 40, 41   # attention.c: com.onnxedge MultiHeadAttention, MatMul of computed B
 OP_CONVT = 45   # conv.c: ConvTranspose (oxk_convt_plan)
 SLOT_INPUT, SLOT_OUTPUT, SLOT_ARENA, SLOT_CONST = range(4)
-BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3}
+BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4, "Max": 5, "Min": 6}
 ACT_CODES = dict(fused_ops.C_CODES)   # activation name -> OXK_ACT_* code
 Record = Dict[str, Tuple[np.dtype, Tuple[int, ...], Optional[np.ndarray]]]
 
@@ -67,10 +74,13 @@ class Target:
 
 
 class Buf:
-    """A float32 buffer of the program: an input, a constant, an output or arena bytes."""
+    """A buffer of the program (float32, or an integer type of QUANTIZED_DTYPES): an input, a
+    constant, an output or arena bytes."""
 
-    def __init__(self, kind: int, nbytes: int, index: int = 0, data: Any = None, born: int = -1):
+    def __init__(self, kind: int, nbytes: int, index: int = 0, data: Any = None, born: int = -1,
+                 dtype: np.dtype = F32):
         self.kind, self.nbytes, self.index, self.data, self.born = kind, nbytes, index, data, born
+        self.dtype = dtype
         self.last = born          # index of the last node reading it
         self.offset = 0
         self.slot = -1
@@ -151,34 +161,41 @@ class Builder:
             raise Unsupported("value %r was not recorded (not an array)" % name)
         return tuple(int(d) for d in self.rec[name][1])
 
-    def read(self, name: str) -> Buf:
-        """The buffer of float32 value `name` (an input or constant on first sight), read by the
-        current node."""
+    def read(self, name: str, dtypes: Sequence[np.dtype] = (F32,)) -> Buf:
+        """The buffer of value `name` (an input or constant on first sight), read by the current
+        node, which takes the element types `dtypes` (float32 unless it says more)."""
         buf = self.of.get(name)
         if buf is None:
             if name not in self.group_inputs:
                 raise Unsupported("value %r has no buffer" % name)
             dtype = self.rec[name][0] if name in self.rec else None
-            if dtype != F32:
-                raise Unsupported("input %r is %s; programs move float32 values" % (name, dtype))
+            if dtype not in dtypes:
+                raise Unsupported("input %r is %s; the node reads %s here" % (
+                    name, dtype, "/".join(str(np.dtype(d)) for d in dtypes)))
             c = self.consts.get(name)
             if c is not None:
-                c = np.ascontiguousarray(c, F32)
-                buf = Buf(SLOT_CONST, c.nbytes, data=self.target.const(c))
+                c = np.ascontiguousarray(c, dtype)
+                buf = Buf(SLOT_CONST, c.nbytes, data=self.target.const(c), dtype=dtype)
             else:
-                buf = Buf(SLOT_INPUT, 4 * int(np.prod(self.shape(name))), index=len(self.in_names))
+                buf = Buf(SLOT_INPUT, dtype.itemsize * int(np.prod(self.shape(name))),
+                          index=len(self.in_names), dtype=dtype)
                 self.in_names.append(name)
             self.bufs.append(buf)
             self.of[name] = buf
+        elif buf.dtype not in dtypes:
+            raise Unsupported("value %r is %s; the node reads %s here" % (
+                name, buf.dtype, "/".join(str(np.dtype(d)) for d in dtypes)))
         buf.last = max(buf.last, self.k)
         return buf
 
-    def write(self, name: str) -> Buf:
-        """A new arena buffer for the current node's float32 output `name`."""
-        if self.rec.get(name, (None,))[0] != F32:
-            raise Unsupported("output %r is %s; programs make float32 values"
-                              % (name, self.rec.get(name, (None,))[0]))
-        buf = Buf(SLOT_ARENA, 4 * int(np.prod(self.shape(name))), born=self.k)
+    def write(self, name: str, dtypes: Sequence[np.dtype] = (F32,)) -> Buf:
+        """A new arena buffer for the current node's output `name`, of its recorded element type,
+        which must be one of `dtypes` (float32 unless the node says more)."""
+        dtype = self.rec.get(name, (None,))[0]
+        if dtype not in dtypes:
+            raise Unsupported("output %r is %s; programs make %s values here"
+                              % (name, dtype, "/".join(str(np.dtype(d)) for d in dtypes)))
+        buf = Buf(SLOT_ARENA, dtype.itemsize * int(np.prod(self.shape(name))), born=self.k, dtype=dtype)
         self.bufs.append(buf)
         self.of[name] = buf
         return buf
@@ -215,26 +232,78 @@ Emitter = Callable[[Builder, ir.Node, Any], None]
 # ----------------------------------------------------------------------------- emitters
 
 
-def emit_matmul(bd: Builder, node: ir.Node) -> None:
-    """MatMul with both operands in the program (B computed at run time): a plan without packed B,
-    batches of equal batch dimensions."""
+INT_MAX = 2 ** 31 - 1
+
+
+def matmul_geometry(a: Sequence[int], b: Sequence[int], trans_b: bool = False
+                    ) -> Optional[Tuple[int, int, int, Tuple[int, ...], Tuple[int, ...]]]:
+    """(M, K, N, oxk_matmul_args' (d0, d1, d2, sa0, sa1, sa2, sb0, sb1, sb2), output shape) for
+    MatMul of A `a` (rank >= 1) by B `b` (rank >= 2; with `trans_b` B holds op(B) transposed: its
+    last two axes swapped) under numpy's batch broadcasting; strides are in floats. A B without
+    batches (or only 1s) folds A's batches into M: one GEMM. None when the engine does not take it:
+    shapes that do not match or broadcast, an empty GEMM, batch axes that do not fold into three
+    runs, sizes beyond int32."""
+    a, b = [int(d) for d in a], [int(d) for d in b]
+    if not a or len(b) < 2:
+        return None
+    K, N = (b[-1], b[-2]) if trans_b else (b[-2], b[-1])
+    vec = len(a) == 1
+    a2 = [1] + a if vec else a
+    if a2[-1] != K:
+        return None
+    M = a2[-2]
+    abatch, bbatch = a2[:-2], b[:-2]
+    batch = broadcast_shape(abatch, bbatch)
+    if batch is None:
+        return None
+    out = tuple(batch) + (() if vec else (M,)) + (N,)
+    total = int(np.prod(batch)) if batch else 1
+    if M == 0 or K == 0 or N == 0 or total == 0 or \
+            max(total * M * K, int(np.prod(bbatch or [1])) * K * N, total * M * N) > INT_MAX:
+        return None
+    if all(d == 1 for d in bbatch) and int(np.prod(abatch or [1])) == total:
+        return total * M, K, N, (1, 1, 1, 0, 0, 0, 0, 0, 0), out
+    folded = fold_broadcast(abatch, bbatch, batch)
+    if folded is None:
+        return None
+    dims, sa, sb = folded[:3], folded[3:6], folded[6:]
+    return M, K, N, tuple(dims) + tuple(s * M * K for s in sa) + tuple(s * K * N for s in sb), out
+
+
+def emit_matmul(bd: Builder, node: ir.Node, bias: int = 0, act: str = "", p0: float = 0.0,
+                p1: float = 0.0) -> None:
+    """MatMul (FusedMatMul: `bias` the address of its constant bias, 0 for none, and the
+    activation) with both operands in the program (B computed at run time): one oxk_matmul over
+    the broadcast batches, B unpacked."""
     an, bn = node.inputs[0], node.inputs[1]
-    shape, bshape = bd.shape(an), bd.shape(bn)
-    if len(shape) < 2 or len(bshape) < 2 or shape[-1] != bshape[-2]:
-        raise Unsupported("MatMul of shapes %s and %s" % (shape, bshape))
-    M, K, N = shape[-2], shape[-1], bshape[-1]
-    if len(bshape) == 2:
-        batch, M, sb = 1, int(np.prod(shape[:-1])), 0
-    elif shape[:-2] == bshape[:-2]:
-        batch, sb = int(np.prod(shape[:-2])), K * N
-    else:
-        raise Unsupported("MatMul's batch dimensions %s and %s differ (broadcast batches run node "
-                          "by node)" % (shape[:-2], bshape[:-2]))
-    if M == 0 or K == 0 or N == 0:
-        raise Unsupported("an empty GEMM")
-    plan = bd.struct("oxk_sgemm_plan", 0, 0, N, K, 1.0, 0.0, 0, 0, 0, 0, 0, 0.0, 0.0)
-    args = bd.struct("oxk_gemm_args", plan, batch, M * K, sb, M * N)
-    bd.emit(OP_SGEMM, M, args, bd.read(an), bd.read(bn), bd.write(node.outputs[0]))
+    geo = matmul_geometry(bd.shape(an), bd.shape(bn))
+    if geo is None:
+        raise Unsupported("MatMul of shapes %s and %s (the engine takes matching, non-empty shapes "
+                          "whose batches broadcast over at most 3 axes)" % (bd.shape(an), bd.shape(bn)))
+    M, K, N, folded, _ = geo
+    plan = bd.struct("oxk_sgemm_plan", 0, 0, N, K, 1.0, 0.0, 0, 0, bias, 2 if bias else 0,
+                     ACT_CODES[act], p0, p1)
+    args = bd.struct("oxk_matmul_args", plan, *folded)
+    bd.emit(OP_MATMUL, M, args, bd.read(an), bd.read(bn), bd.write(node.outputs[0]))
+
+
+def emit_computed_matmul(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """MatMul / FusedMatMul whose B is computed at run time (FusedMatMul: a constant bias and the
+    activation go to the plan's epilogue)."""
+    bias, act, p0, p1 = 0, "", 0.0, 0.0
+    if node.op_type == fused_ops.FUSED_MATMUL:
+        act, params = fused_ops.activation_name(node), node.attributes.get("activation_params")
+        if act not in ACT_CODES:
+            raise Unsupported("activation %r has no C epilogue" % act)
+        p0, p1 = fused_ops.epilogue_params(act, params)
+        bn = node.inputs[2] if len(node.inputs) > 2 else ""
+        if bn:
+            c = bd.consts.get(bn)
+            N = bd.shape(node.inputs[1])[-1]
+            if c is None or np.asarray(c).dtype != F32 or np.asarray(c).shape != (N,):
+                raise Unsupported("bias %r is not a constant float32 (%d,)" % (bn, N))
+            bias = bd.target.const(np.ascontiguousarray(c, F32))
+    emit_matmul(bd, node, bias, act, p0, p1)
 
 
 def emit_gemm_plan(bd: Builder, node: ir.Node, plan: int, K: int, N: int, trans_a: bool) -> None:
@@ -282,15 +351,27 @@ def emit_global_pool(bd: Builder, node: ir.Node, run: Any = None) -> None:
             bd.write(node.outputs[0]))
 
 
+def act_name(node: ir.Node) -> str:
+    """The OXK_ACT_* function (fused_ops.Activation name) an ACTS node runs: its op type, but
+    GeluTanh for Gelu with approximate="tanh"."""
+    if node.op_type == "Gelu" and str(node.attributes.get("approximate", "none")) == "tanh":
+        return fused_ops.Activation.GELU_TANH.op
+    return node.op_type
+
+
 def act_params(node: ir.Node, value_of: Callable[[str], Optional[np.ndarray]]
                ) -> Optional[Tuple[float, float]]:
-    """The epilogue parameters (p0, p1) of Relu / LeakyRelu / Sigmoid / Tanh / Clip; Clip's
-    bounds come from its attributes or its inputs (`value_of(name)`: the value, None when there
-    is none to read); None when a bound is not a scalar. The program and the node-by-node path
-    both read them here, so both give the same bits."""
+    """The epilogue parameters (p0, p1) of an ACTS node: LeakyRelu's and Elu's alpha,
+    HardSigmoid's alpha and beta, Clip's bounds from its attributes or its inputs
+    (`value_of(name)`: the value, None when there is none to read); None when a bound is not a
+    scalar. The program and the node-by-node path both read them here, so both give the same bits."""
     op, a = node.op_type, node.attributes
     if op == "LeakyRelu":
         return float(a.get("alpha", 0.01)), 0.0
+    if op == "Elu":
+        return float(a.get("alpha", 1.0)), 0.0
+    if op == "HardSigmoid":
+        return float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
     if op != "Clip":
         return 0.0, 0.0
     lo, hi = float(a.get("min", -np.inf)), float(a.get("max", np.inf))
@@ -309,17 +390,21 @@ def act_params(node: ir.Node, value_of: Callable[[str], Optional[np.ndarray]]
 
 
 def emit_act(bd: Builder, node: ir.Node, run: Any = None) -> None:
-    """Relu / LeakyRelu / Sigmoid / Tanh / Clip (scalar bounds, constant or in the signature)."""
+    """The ACTS ops (activations and unary math; Clip with scalar bounds, constant or in the
+    signature): one OXK_OP_ACT."""
     params = act_params(node, bd.param)
     if params is None:
         raise Unsupported("a Clip bound of %s is not a scalar" % node.describe())
-    args = bd.struct("oxk_epilogue", ACT_CODES[node.op_type], *params)
+    args = bd.struct("oxk_epilogue", ACT_CODES[act_name(node)], *params)
     x = bd.read(node.inputs[0])
     bd.emit(OP_ACT, int(np.prod(bd.shape(node.inputs[0]))), args, x, None, bd.write(node.outputs[0]))
 
 
 def emit_binary(bd: Builder, node: ir.Node, run: Any = None) -> None:
-    """Add / Sub / Mul / Div when the broadcast folds into three axes."""
+    """Add / Sub / Mul / Div / Pow / Max / Min (two inputs) when the broadcast folds into three
+    axes."""
+    if len(node.inputs) != 2:
+        raise Unsupported("%s has %d inputs; the engine takes 2" % (node.op_type, len(node.inputs)))
     sa, sb = bd.shape(node.inputs[0]), bd.shape(node.inputs[1])
     out = bd.shape(node.outputs[0])
     folded = fold_broadcast(sa, sb, out)
@@ -354,6 +439,76 @@ def emit_view(bd: Builder, node: ir.Node, run: Any = None) -> None:
     if bd.rec.get(out, (None,))[0] != F32:
         raise Unsupported("output %r is not float32" % out)
     bd.of[out] = bd.read(node.inputs[0])
+
+
+def attention_geometry(q: Sequence[int], k: Sequence[int], v: Sequence[int],
+                       mask: Optional[Sequence[int]], heads: int) -> Optional[Tuple[List[Any], int]]:
+    """(oxk_attention_args' fields from batch to v_head_size and the mask strides as one tuple
+    (scale and nan_to_zero left out), scratch floats) for com.onnxedge MultiHeadAttention on Q
+    `q`, K `k`, V `v` [batch, seq, heads * size] and an additive mask of shape `mask` (None: none)
+    broadcast to the scores [batch, heads, q_seq, kv_seq]; None when the engine does not take them
+    (another rank, shapes that do not fit, which the CPU kernel reports, empty sizes, int32)."""
+    q, k, v = [int(d) for d in q], [int(d) for d in k], [int(d) for d in v]
+    if len(q) != 3 or len(k) != 3 or len(v) != 3 or heads < 1:
+        return None
+    B, Sq, hidden = q
+    Skv = k[1]
+    if k[0] != B or v[0] != B or v[1] != Skv or k[2] != hidden or hidden % heads or v[2] % heads:
+        return None
+    if 0 in (B, Sq, Skv, hidden, v[2]):
+        return None
+    scores = (B, heads, Sq, Skv)
+    stride = [0, 0, 0, 0]
+    if mask is not None:
+        m = [int(d) for d in mask]
+        if len(m) > 4 or broadcast_shape(m, scores) != scores:
+            return None
+        m = [1] * (4 - len(m)) + m
+        acc = 1
+        for i in (3, 2, 1, 0):
+            stride[i] = acc if m[i] == scores[i] and m[i] != 1 else 0
+            acc *= m[i]
+    scratch = B * heads * Sq * Skv
+    if max(scratch, B * Sq * hidden, B * Skv * max(hidden, v[2]), B * Sq * v[2]) > INT_MAX:
+        return None
+    return [B, heads, Sq, Skv, hidden // heads, v[2] // heads, tuple(stride)], scratch
+
+
+def attention_attrs(node: ir.Node) -> Tuple[int, float, int]:
+    """MultiHeadAttention's (num_heads, scale, nan_to_zero) with their defaults."""
+    a = node.attributes
+    return int(a.get("num_heads", 1)), float(a.get("scale", 1.0)), int(a.get("nan_to_zero", 0))
+
+
+def attention_args(node: ir.Node, q: Sequence[int], k: Sequence[int], v: Sequence[int],
+                   mask: Optional[Sequence[int]]) -> Optional[Tuple[List[Any], int]]:
+    """(oxk_attention_args' values in field order, scratch floats) for `node` on these shapes,
+    None when the engine does not take them (see attention_geometry)."""
+    heads, scale, nan_to_zero = attention_attrs(node)
+    geo = attention_geometry(q, k, v, mask, heads)
+    if geo is None:
+        return None
+    fields, scratch = geo
+    return fields[:6] + [scale, nan_to_zero, fields[6]], scratch
+
+
+def emit_attention(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """com.onnxedge MultiHeadAttention: one OXK_OP_ATTENTION with its scores in a temporary."""
+    ins = list(node.inputs) + [""]
+    mn = ins[3]
+    found = attention_args(node, bd.shape(ins[0]), bd.shape(ins[1]), bd.shape(ins[2]),
+                           bd.shape(mn) if mn else None)
+    if found is None:
+        raise Unsupported("attention on Q %s, K %s, V %s%s (the engine takes 3-D [batch, seq, "
+                          "heads * size] operands and a mask that broadcasts to the scores)"
+                          % (bd.shape(ins[0]), bd.shape(ins[1]), bd.shape(ins[2]),
+                             ", mask %s" % (bd.shape(mn),) if mn else ""))
+    values, scratch = found
+    args = bd.struct("oxk_attention_args", *values)
+    q, k, v = bd.read(ins[0]), bd.read(ins[1]), bd.read(ins[2])
+    m = bd.read(mn) if mn else None
+    t = bd.temp(4 * scratch)
+    bd.emit(OP_ATTENTION, 0, args, q, k, bd.write(node.outputs[0]), (v, m, t))
 
 
 # ----------------------------------------------------------------- normalizations and reductions
@@ -569,14 +724,74 @@ def norm_op_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
     return None
 
 
+PARAM_INPUTS.update(oxk_movement.PARAM_INPUTS)
+
+
+def emit_movement(bd: Builder, node: ir.Node, run: Any = None) -> None:
+    """Transpose, Concat, Slice, Split, Pad, Gather, Expand, Tile, DepthToSpace, SpaceToDepth and
+    Resize: the steps of onnxedge.oxk_movement's plan as strided copies, gathers and resamplings
+    (a fill reads a one-value constant; index and weight tables are constants of the program)."""
+    names = [node.inputs[i] for i in oxk_movement.data_inputs(node)]
+    param = lambda i: bd.param(node.inputs[i]) if i < len(node.inputs) else None   # noqa: E731
+    index = None   # Gather's indices when they are read at run time
+    if node.op_type == "Gather":
+        if node.inputs[1] not in bd.consts:
+            index = node.inputs[1]
+        param = lambda i: bd.consts.get(node.inputs[i])   # noqa: E731  (never baked from a record)
+    try:
+        plan = oxk_movement.plan(node, [bd.shape(n) for n in names + ([index] if index else [])], param,
+                                 bd.opsets.get(node.domain, 13))
+    except oxk_movement.Refused as e:
+        raise Unsupported(str(e))
+    for name, shape in zip(node.outputs, plan.out_shapes):
+        if name and bd.shape(name) != shape:
+            raise Unsupported("planned output %s differs from the recorded %s" % (shape, bd.shape(name)))
+    ins = [bd.read(n) for n in names]
+    idx = bd.read(index, (np.dtype(np.int32), np.dtype(np.int64))) if index else None
+    outs = [bd.write(n) if n else bd.temp(4 * int(np.prod(s))) for n, s in zip(node.outputs, plan.out_shapes)]
+
+    def const(array: np.ndarray) -> Buf:
+        buf = Buf(SLOT_CONST, array.nbytes, data=bd.target.const(array))
+        bd.bufs.append(buf)
+        return buf
+
+    def table(array: np.ndarray) -> int:   # an int32 table travels as float32 bits (targets copy bits)
+        return bd.target.const(np.ascontiguousarray(array).view(F32))
+
+    for st in plan.steps:
+        y = outs[st.dst]
+        if st.kind == "fill":
+            bd.emit(OP_STRIDED, 0, bd.struct("oxk_copy_args", *st.args),
+                    const(np.array([st.value], F32)), None, y)
+        elif st.kind == "copy":
+            bd.emit(OP_STRIDED, 0, bd.struct("oxk_copy_args", *st.args),
+                    outs[-1 - st.src] if st.src < 0 else ins[st.src], None, y)
+        elif st.kind == "gather":
+            if st.tables:
+                bd.emit(OP_GATHER, 0, bd.struct("oxk_gather_args", *st.args, 0, table(st.tables[0])),
+                        ins[st.src], None, y)
+            else:
+                assert idx is not None
+                bd.emit(OP_GATHER, 0, bd.struct("oxk_gather_args", *st.args, int(idx.dtype.itemsize == 8), 0),
+                        ins[st.src], idx, y)
+        else:
+            iy, wy, ix, wx = st.tables
+            args = bd.struct("oxk_resample_args", *st.args, table(iy), bd.target.const(wy), table(ix),
+                             bd.target.const(wx))
+            bd.emit(OP_RESAMPLE, 0, args, ins[st.src], None, y)
+
+
 # The emitters of ops whose instructions need nothing of the provider's per-node kernels.
 EMIT: Dict[str, Emitter] = {"GlobalAveragePool": emit_global_pool, "GlobalMaxPool": emit_global_pool,
                             "Add": emit_binary, "Sub": emit_binary, "Mul": emit_binary, "Div": emit_binary,
-                            "Softmax": emit_softmax, "LogSoftmax": emit_softmax}
+                            "Pow": emit_binary, "Max": emit_binary, "Min": emit_binary,
+                            "Softmax": emit_softmax, "LogSoftmax": emit_softmax,
+                            fused_ops.MULTI_HEAD_ATTENTION: emit_attention}
 EMIT.update({op: emit_act for op in ACTS})
 EMIT.update({op: emit_view for op in VIEWS})
 EMIT.update({op: emit_norm for op in NORM_OPS})
 EMIT.update({op: emit_reduce for op in REDUCE_KINDS})
+EMIT.update({op: emit_movement for op in oxk_movement.OPS})
 
 
 # ----------------------------------------------------------------------------- claims
@@ -604,6 +819,9 @@ def program_op_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
         return _not_float(facts, node.inputs[:1], engine)
     if op in ACTS:
         bad = _not_float(facts, node.inputs[:1], engine)
+        if op == "Gelu" and str(node.attributes.get("approximate", "none")) not in ("none", "tanh"):
+            return "Gelu's approximate is %r; %s has 'none' and 'tanh'" \
+                % (node.attributes.get("approximate"), engine)
         if bad or op != "Clip":
             return bad
         for n in node.inputs[1:3]:
@@ -612,6 +830,8 @@ def program_op_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
                 return "Clip bound %r is not a scalar (shape %s)" % (n, shape)
         return _not_float(facts, node.inputs[1:3], engine)
     if op in BINARY_OPS:
+        if len(node.inputs) != 2:
+            return "%s with %d inputs; %s takes two" % (op, len(node.inputs), engine)
         bad = _not_float(facts, node.inputs[:2], engine)
         if bad:
             return bad
@@ -642,14 +862,57 @@ def program_op_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
             % (axis, rank, engine)
     if op in NORM_OPS or op in REDUCE_KINDS:
         return norm_op_reason(node, facts, engine)
+    if op in oxk_movement.OPS:
+        return oxk_movement.reason(node, facts, engine)
     return "%s is not a program-only op" % op
 
 
+def attention_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
+    """Why the engine cannot take com.onnxedge MultiHeadAttention `node` as the graph declares it
+    (None: it can; shapes it cannot take at run time go to the CPU kernel, which reports errors)."""
+    heads, _, _ = attention_attrs(node)
+    if heads < 1:
+        return "num_heads %d is not positive" % heads
+    bad = _not_float(facts, node.inputs[:4], engine)
+    if bad:
+        return bad
+    for n in node.inputs[:3]:
+        rank = facts.rank(n)
+        if rank is not None and rank != 3:
+            return "input %r has rank %d; %s runs attention on 3-D [batch, seq, heads * size] " \
+                "operands" % (n, rank, engine)
+    if len(node.inputs) > 3 and node.inputs[3]:
+        rank = facts.rank(node.inputs[3])
+        if rank is not None and rank > 4:
+            return "mask %r has rank %d; it must broadcast to the 4-D scores" % (node.inputs[3], rank)
+    return None
+
+
+def matmul_reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
+    """Why the engine cannot take MatMul `node` with a computed B as the graph declares it (None:
+    it can): float32, A of rank >= 1, B of rank >= 2, batches that broadcast over at most three
+    runs where the shapes are known."""
+    bad = _not_float(facts, node.inputs[:2], engine)
+    if bad:
+        return bad
+    ra, rb = facts.rank(node.inputs[0]), facts.rank(node.inputs[1])
+    if ra == 0:
+        return "input %r is a scalar; MatMul needs rank >= 1" % node.inputs[0]
+    if rb is not None and rb < 2:
+        return "B %r has rank %d; %s runs MatMul with a B of rank >= 2" % (node.inputs[1], rb, engine)
+    sa, sb = facts.shape(node.inputs[0]), facts.shape(node.inputs[1])
+    if _known(sa) and _known(sb) and 0 not in list(sa) + list(sb) \
+            and matmul_geometry(sa, sb) is None:
+        return "MatMul of shapes %s and %s: the batches do not broadcast over at most 3 axes, or " \
+            "the shapes do not match" % (list(sa), list(sb))
+    return None
+
+
 PROGRAM_ONLY_OPS = ACTS + tuple(BINARY_OPS) + ("Softmax", "LogSoftmax") + VIEWS
-PROGRAM_ONLY_OPS += NORM_OPS + tuple(REDUCE_KINDS)
+PROGRAM_ONLY_OPS += NORM_OPS + tuple(REDUCE_KINDS) + oxk_movement.OPS
 # Program-only ops of com.onnxedge (fused_ops.DOMAIN) that follow the same rules: LayerNormalization
 # below opset 17.
-FUSED_PROGRAM_OPS = ("LayerNormalization",)
+FUSED_PROGRAM_OPS = ("LayerNormalization", fused_ops.GELU)
 
 
 # ----------------------------------------------------------------------------- the program
@@ -694,7 +957,8 @@ def plan_arena(bufs: List[Buf], n_nodes: int) -> int:
 
 class Compiled:
     """One compiled program for one signature: the address of its oxk_program (in the target),
-    the arena size, the group inputs it reads (in order), each output's float count and how each
+    the arena size, the group inputs it reads (in order), each output's element count and type
+    (out_sizes, out_dtypes; in_sizes, in_dtypes for the inputs) and how each
     exported value comes out of it: (name, output index, shape)."""
 
     def __init__(self, bd: Builder, exported: Sequence[str], n_nodes: int):
@@ -705,6 +969,8 @@ class Compiled:
             if buf is None:
                 raise Unsupported("exported value %r has no buffer" % name)
             if buf.kind in (SLOT_INPUT, SLOT_CONST):   # a view of a feed or a weight: copied out
+                if buf.dtype != F32:
+                    raise Unsupported("exported value %r is a view of an %s input" % (name, buf.dtype))
                 bd.k = n_nodes
                 src = buf
                 buf = Buf(SLOT_ARENA, src.nbytes, born=n_nodes)
@@ -715,9 +981,11 @@ class Compiled:
                 buf.kind, buf.index = SLOT_OUTPUT, len(outs)
                 outs.append(buf)
             self.exports.append((name, buf.index, bd.shape(name)))
-        self.out_sizes = [b.nbytes // 4 for b in outs]
-        self.in_sizes = [b.nbytes // 4 for b in sorted((b for b in bd.bufs if b.kind == SLOT_INPUT),
-                                                         key=lambda b: b.index)]
+        ins = sorted((b for b in bd.bufs if b.kind == SLOT_INPUT), key=lambda b: b.index)
+        self.out_sizes = [b.nbytes // b.dtype.itemsize for b in outs]   # elements
+        self.out_dtypes = [b.dtype for b in outs]
+        self.in_sizes = [b.nbytes // b.dtype.itemsize for b in ins]
+        self.in_dtypes = [b.dtype for b in ins]
         self.arena_bytes = plan_arena(bd.bufs, n_nodes + 1)
         used = [b for b in bd.bufs if any(b is s for ins in bd.instrs for s in ins[3])]
         for i, b in enumerate(used):
@@ -812,11 +1080,13 @@ class ProgramCache:
             self.programs.clear()
 
 
-__all__ = ["PROGRAM_ONLY_OPS", "program_op_reason", "ACTS", "ALIGN", "BINARY_OPS", "Buf", "Builder",
+__all__ = ["PROGRAM_ONLY_OPS", "program_op_reason", "ACTS", "act_name", "act_params", "ALIGN", "BINARY_OPS", "Buf", "Builder",
            "Compiled", "EMIT", "Emitter", "INSTR_SLOTS", "MAX_PROGRAMS", "PARAM_INPUTS", "ProgramCache", "Record",
            "Target", "Unsupported", "VIEWS", "broadcast_shape", "emit_act", "emit_binary",
-           "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul", "emit_softmax",
-           "emit_view", "fold_broadcast", "plan_arena", "record_values", "OP_CONVT",
+           "emit_attention", "emit_computed_matmul", "emit_conv_sum", "emit_gemm_plan", "emit_global_pool", "emit_matmul",
+           "emit_softmax", "attention_args", "attention_attrs", "attention_geometry", "attention_reason",
+           "matmul_geometry", "matmul_reason", "OP_ATTENTION", "OP_MATMUL", "OP_CONVT",
+           "emit_view", "fold_broadcast", "plan_arena", "record_values",
            "FUSED_PROGRAM_OPS", "NORM_OPS", "OP_BATCHNORM", "OP_NORM", "OP_REDUCE", "REDUCE_KINDS",
            "batchnorm_args", "emit_norm", "emit_reduce", "norm_args", "norm_op_reason", "reduce_args",
            "reduce_axes"]

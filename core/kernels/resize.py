@@ -125,21 +125,36 @@ def axis_source(p: "ResizeParams", in_len: int, out_len: int, scale: float,
     return coords, outside
 
 
+def axis_taps(p: "ResizeParams", in_len: int, out_len: int, scale: float,
+              roi: Optional[Tuple[float, float]]
+              ) -> Optional[Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]]:
+    """(source indices (out_len, taps), float64 weights (out_len, taps) or None for nearest, mask
+    of the outputs outside the input or None) along one axis; None when the axis stays as it is.
+    The CPU kernel and the C engine's resampling (onnxedge.oxk_movement) read the same taps."""
+    src = axis_source(p, in_len, out_len, scale, roi)
+    if src is None:
+        return None
+    coords, outside = src
+    if p.mode == "nearest":
+        return nearest_index(coords, p.nearest_mode, in_len, scale)[:, None], None, outside
+    idx, w = interpolation_taps(coords, in_len, scale, p.mode, p.cubic_a, p.antialias,
+                                p.exclude_outside)
+    return idx, w, outside
+
+
 def _resize_axis(x: np.ndarray, axis: int, out_len: int, scale: float, p: "ResizeParams",
                  roi: Optional[Tuple[float, float]]) -> np.ndarray:
     """x resized along one axis."""
     in_len = x.shape[axis]
-    src = axis_source(p, in_len, out_len, scale, roi)
-    if src is None:
+    taps = axis_taps(p, in_len, out_len, scale, roi)
+    if taps is None:
         return x
-    coords, outside = src
+    idx, w, outside = taps
     bshape = [1] * x.ndim
     bshape[axis] = out_len
-    if p.mode == "nearest":
-        y = np.take(x, nearest_index(coords, p.nearest_mode, in_len, scale), axis=axis)
+    if w is None:
+        y = np.take(x, idx[:, 0], axis=axis)
     else:
-        idx, w = interpolation_taps(coords, in_len, scale, p.mode, p.cubic_a, p.antialias,
-                                    p.exclude_outside)
         w = w.astype(x.dtype)
         y = None
         for k in range(idx.shape[1]):
@@ -247,10 +262,22 @@ def resize(X: np.ndarray, roi: Optional[np.ndarray] = None, scales: Optional[np.
            keep_aspect_ratio_policy: str = "stretch", mode: str = "nearest",
            nearest_mode: str = "round_prefer_floor") -> np.ndarray:
     """Resize: nearest / linear / cubic resampling to given scales or sizes."""
-    op = "Resize"
     p = ResizeParams(mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
-                exclude_outside, extrapolation_value, antialias)
-    r = X.ndim
+                     exclude_outside, extrapolation_value, antialias)
+    out_shape, full_scales, rois = resize_geometry(X.shape, p, roi, scales, sizes, axes,
+                                                   keep_aspect_ratio_policy)
+    return _interpolate(X, out_shape, full_scales, p, rois)
+
+
+def resize_geometry(shape: Sequence[int], p: ResizeParams, roi: Optional[np.ndarray],
+                    scales: Optional[np.ndarray], sizes: Optional[np.ndarray],
+                    axes: Optional[List[int]] = None, keep_aspect_ratio_policy: str = "stretch"
+                    ) -> Tuple[List[int], List[float], List[Optional[Tuple[float, float]]]]:
+    """Resize-11+'s (output shape, scale per axis, roi per axis) for an input of `shape`; sets
+    p.from_scales. InvalidArgument naming the input when scales, sizes or roi are malformed."""
+    op = "Resize"
+    r = len(shape)
+    shape = [int(d) for d in shape]
     ax = norm_axes(axes, r, op) if axes is not None and len(axes) else list(range(r))
     sc = _float_list(op, "scales", scales)
     sz = None
@@ -258,7 +285,7 @@ def resize(X: np.ndarray, roi: Optional[np.ndarray] = None, scales: Optional[np.
         sz = [int(v) for v in np.asarray(sizes).reshape(-1)]
     if (sc is None) == (sz is None):
         raise InvalidArgument("%s: exactly one of scales and sizes must be given (non-empty)" % op)
-    out_shape = list(X.shape)
+    out_shape = list(shape)
     full_scales = [1.0] * r
     if sc is not None:
         p.from_scales = True
@@ -270,7 +297,7 @@ def resize(X: np.ndarray, roi: Optional[np.ndarray] = None, scales: Optional[np.
         for a, s in zip(ax, sc):
             s32 = np.float32(s)
             full_scales[a] = float(s32)
-            out_shape[a] = int(np.floor(s32 * np.float32(X.shape[a])))
+            out_shape[a] = int(np.floor(s32 * np.float32(shape[a])))
     else:
         if len(sz) != len(ax):
             raise InvalidArgument("%s: sizes must have %d values (one per resized axis), got %d"
@@ -281,14 +308,14 @@ def resize(X: np.ndarray, roi: Optional[np.ndarray] = None, scales: Optional[np.
         if policy == "stretch":
             for a, s in zip(ax, sz):
                 out_shape[a] = s
-                full_scales[a] = s / X.shape[a] if X.shape[a] else 1.0
+                full_scales[a] = s / shape[a] if shape[a] else 1.0
         elif policy in ("not_larger", "not_smaller"):
-            ratios = [np.float32(s) / np.float32(X.shape[a]) if X.shape[a] else np.float32(1)
+            ratios = [np.float32(s) / np.float32(shape[a]) if shape[a] else np.float32(1)
                       for a, s in zip(ax, sz)]
             q = min(ratios) if policy == "not_larger" else max(ratios)
             for a in ax:
                 full_scales[a] = float(q)
-                out_shape[a] = int(np.floor(q * np.float32(X.shape[a]) + np.float32(0.5)))
+                out_shape[a] = int(np.floor(q * np.float32(shape[a]) + np.float32(0.5)))
         else:
             raise InvalidArgument("%s: keep_aspect_ratio_policy must be stretch, not_larger or "
                                   "not_smaller, got %r" % (op, policy))
@@ -303,7 +330,7 @@ def resize(X: np.ndarray, roi: Optional[np.ndarray] = None, scales: Optional[np.
                 rois[a] = (rv[i], rv[len(ax) + i])
         else:
             rois = [(rv[a], rv[r + a]) for a in range(r)]
-    return _interpolate(X, out_shape, full_scales, p, rois)
+    return out_shape, full_scales, rois
 
 
 def _legacy(op: str, X: np.ndarray, scales: Any, mode: str) -> np.ndarray:

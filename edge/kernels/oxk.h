@@ -14,9 +14,16 @@
 #define OXK_EARG (-1)
 #define OXK_ENOMEM (-2)
 
-/* Epilogue activations, applied after bias: y = act(acc + bias). */
+/* Epilogue activations, applied after bias: y = act(acc + bias); also the elementwise functions of
+ * OXK_OP_ACT (issue #17, elementwise.c: the unary math ops too). Parameters p0, p1: Clip's bounds,
+ * LeakyRelu's and Elu's alpha, HardSigmoid's alpha and beta. GELU is the erf form (GELU_TANH the
+ * tanh form), SILU x * sigmoid(x), HARD_SWISH x * HardSigmoid(x, 1/6, 1/2), SOFTPLUS log(1 + e^x). */
 enum { OXK_ACT_NONE = 0, OXK_ACT_RELU = 1, OXK_ACT_CLIP = 2, OXK_ACT_SIGMOID = 3,
-       OXK_ACT_GELU_TANH = 4, OXK_ACT_LEAKY_RELU = 5, OXK_ACT_TANH = 6 };
+       OXK_ACT_GELU_TANH = 4, OXK_ACT_LEAKY_RELU = 5, OXK_ACT_TANH = 6,
+       OXK_ACT_EXP = 7, OXK_ACT_LOG = 8, OXK_ACT_SQRT = 9, OXK_ACT_ABS = 10, OXK_ACT_NEG = 11,
+       OXK_ACT_RECIPROCAL = 12, OXK_ACT_ERF = 13, OXK_ACT_HARD_SIGMOID = 14, OXK_ACT_HARD_SWISH = 15,
+       OXK_ACT_ELU = 16, OXK_ACT_SOFTPLUS = 17, OXK_ACT_GELU = 18, OXK_ACT_SILU = 19 };
+#define OXK_ACT_LAST OXK_ACT_SILU
 /* Where the bias vector lies: one value per row of C, per column, or none. */
 enum { OXK_BIAS_NONE = 0, OXK_BIAS_ROW = 1, OXK_BIAS_COL = 2 };
 /* Convolution paths (OXK_CONV_AUTO picks one; the others force a path, for tests). */
@@ -149,7 +156,9 @@ OXK_API const oxk_field* oxk_layout(int* count);
 enum { OXK_SLOT_INPUT = 0, OXK_SLOT_OUTPUT = 1, OXK_SLOT_ARENA = 2, OXK_SLOT_CONST = 3 };
 enum { OXK_OP_SGEMM = 1, OXK_OP_CONV2D = 2, OXK_OP_POOL2D = 3, OXK_OP_GLOBAL_POOL = 4, OXK_OP_ACT = 5,
        OXK_OP_BINARY = 6, OXK_OP_SOFTMAX = 7, OXK_OP_LOGSOFTMAX = 8, OXK_OP_COPY = 9 };
-enum { OXK_BIN_ADD = 0, OXK_BIN_SUB = 1, OXK_BIN_MUL = 2, OXK_BIN_DIV = 3 };
+/* Pow: C's powf rules (a negative base needs an integer exponent); Max/Min propagate NaN. */
+enum { OXK_BIN_ADD = 0, OXK_BIN_SUB = 1, OXK_BIN_MUL = 2, OXK_BIN_DIV = 3, OXK_BIN_POW = 4, OXK_BIN_MAX = 5,
+       OXK_BIN_MIN = 6 };
 typedef struct { int kind, index; size_t offset; const void* data; } oxk_slot;
 /* n: SGEMM M, CONV2D batch, POOL2D/GLOBAL_POOL N*C, ACT/COPY element count, SOFTMAX rows.
  * args: SGEMM oxk_gemm_args, CONV2D oxk_conv_plan, POOL2D oxk_pool_plan, GLOBAL_POOL
@@ -174,25 +183,85 @@ OXK_API int oxk_binary(const oxk_binary_args* a, const float* x, const float* y,
 OXK_API int oxk_softmax(const float* x, int rows, int cols, int log, float* y);
 OXK_API int oxk_act(const float* x, int n, int act, float p0, float p1, float* y);
 
-/* ---- Transposed convolution (issues #16/#17, conv.c), opcode OXK_OP_CONVT. -----------------------
- * y (N, Cout, OH, OW) = ConvTranspose(x (N, C, H, W), W (C, Cout/group, kh, kw)): input position
- * (h, w) tap (i, k) adds into output (h sh - pt + i dh, w sw - pl + k dw) when that lies inside
- * OH x OW (pt/pl: the pad begins; OH/OW already hold the pad ends, output_padding or output_shape),
- * then bias and the activation. Per image and group a GEMM makes the columns (Cout/group kh kw x
- * H W = W_g^T @ x_g) and one task per output channel adds its taps in order (col2im), so the result
- * does not depend on the thread count. packW (optional): oxk_convt_pack's W_g^T panels. 1-D: H = 1.
- * OXK_OP_CONVT: n = batch; args oxk_convt_plan; a = x, y. */
+/* ---- Data movement (issue #17, movement.c): opcodes 30-39. ------------------------------------
+ * STRIDED (args oxk_copy_args): y[y_off + sum_k i_k*sy[k]] = a[a_off + sum_k i_k*sa[k]] for every
+ * index i < dims over the first `rank` axes (strides in floats, signed; a source stride of 0 repeats
+ * one value: Expand, Tile, Pad's fill from a one-value constant). Every offset reached must lie in
+ * [0, a_len) and [0, y_len) (OXK_EARG otherwise). Transpose, Slice, Concat (one instruction per
+ * input), Split (one per output), DepthToSpace/SpaceToDepth and Pad are such copies.
+ * GATHER (oxk_gather_args): y[o, q, i] = a[o, index[q], i] over (outer, count, inner), a of
+ * (outer, axis, inner). `index` is a table of int32 in [0, axis), or NULL: the indices are operand
+ * b (int32, int64 when `wide`), negative ones counted from the end, checked at run time.
+ * RESAMPLE (oxk_resample_args): planes of (ih, iw) to (oh, ow); output row oy reads rows
+ * iy[oy*ty + t] with weights wy[oy*ty + t], column ox columns ix[ox*tx + t] with weights
+ * wx[ox*tx + t]: y = sum_t wx * (sum_s wy * a), rows first, taps in order (Resize's tables).
+ * n is unused (0) for the three. */
+#define OXK_COPY_RANK 6
+enum { OXK_OP_STRIDED = 30, OXK_OP_GATHER = 31, OXK_OP_RESAMPLE = 32 };
 typedef struct {
-    int C, H, W, Cout, kh, kw, group, sh, sw, dh, dw, pt, pl, OH, OW, act;
-    float p0, p1;
-    const float* weight;
-    const float* packW;
-    const float* bias;
-} oxk_convt_plan;
-OXK_API size_t oxk_convt_pack_size(int C, int Cout_g, int kh, int kw, int group);
-OXK_API int oxk_convt_pack(const float* W, int C, int Cout_g, int kh, int kw, int group, float* packed);
-OXK_API int oxk_conv_transpose2d_run(const oxk_convt_plan* p, int N, const float* x, float* y);
-enum { OXK_OP_CONVT = 45 };
+    int rank;
+    int dims[OXK_COPY_RANK];
+    int sa[OXK_COPY_RANK];
+    int sy[OXK_COPY_RANK];
+    int a_off, y_off, a_len, y_len;
+} oxk_copy_args;
+typedef struct { int outer, axis, inner, count, wide; const int32_t* index; } oxk_gather_args;
+typedef struct {
+    int planes, ih, iw, oh, ow, ty, tx;
+    const int32_t* iy;
+    const float* wy;
+    const int32_t* ix;
+    const float* wx;
+} oxk_resample_args;
+OXK_API int oxk_strided_copy(const oxk_copy_args* g, const float* a, float* y);
+OXK_API int oxk_gather(const oxk_gather_args* g, const float* a, const void* index, float* y);
+OXK_API int oxk_resample(const oxk_resample_args* g, const float* a, float* y);
+
+/* ---- Attention (attention.c) and MatMul with both operands computed (matmul.c), issue #17 -----
+ * OXK_OP_ATTENTION: com.onnxedge MultiHeadAttention. n: unused; args oxk_attention_args; slots
+ * a = Q [batch, q_seq, heads * head_size], b = K [batch, kv_seq, heads * head_size], y = out
+ * [batch, q_seq, heads * v_head_size], slot[3] = V [batch, kv_seq, heads * v_head_size], slot[4] =
+ * the additive mask (-1: none) read at b * mask_stride[0] + h * mask_stride[1] + i * mask_stride[2]
+ * + j * mask_stride[3] (floats; 0 broadcasts), slot[5] = scratch of oxk_attention_scratch_size
+ * floats (the scores). Per head: softmax(scale * Q K^T + mask) V, NaN probabilities 0 when
+ * nan_to_zero. OXK_OP_MATMUL: n = M; args oxk_matmul_args; a = A, b = B (the plan's operands,
+ * B unpacked), y = C: d0 x d1 x d2 GEMMs, A and B at i0 * sa0 + i1 * sa1 + i2 * sa2 (floats;
+ * 0 broadcasts), C contiguous (M x plan N each). */
+enum { OXK_OP_ATTENTION = 40, OXK_OP_MATMUL = 41 };
+typedef struct {
+    int batch, heads, q_seq, kv_seq, head_size, v_head_size;
+    float scale;
+    int nan_to_zero;
+    int mask_stride[4];
+} oxk_attention_args;
+typedef struct { const oxk_sgemm_plan* plan; int d0, d1, d2, sa0, sa1, sa2, sb0, sb1, sb2; } oxk_matmul_args;
+OXK_API size_t oxk_attention_scratch_size(const oxk_attention_args* a);
+OXK_API int oxk_attention(const oxk_attention_args* a, const float* q, const float* k, const float* v,
+                          const float* mask, float* scratch, float* y);
+OXK_API int oxk_matmul(const oxk_matmul_args* m, int M, const float* A, const float* B, float* C);
+
+/* ---- Recurrent (issue #17): LSTM and GRU over a whole sequence, opcode OXK_OP_RNN. ----------------
+ * X is [seq, batch, input] (ONNX layout 0); h0, c0 (NULL: zeros) [dirs, batch, hidden]; y (NULL:
+ * not written) [seq, dirs, batch, hidden]; yh, yc (NULL: not written) [dirs, batch, hidden].
+ * plans: three per direction (oxk_sgemm_plan, packed constant B, contiguous C): 0 the projection
+ * x @ W^T + bias (N = gates * hidden, K = input; the bias is W's plus R's where R's adds straight
+ * in), 1 h @ R^T (LSTM: N = 4 * hidden; GRU: z and r, N = 2 * hidden), 2 GRU's h @ Rh^T (with
+ * bias Rbh when linear_before_reset; (r * h) @ Rh^T without bias otherwise). reverse (dirs 1): run
+ * the sequence backwards; dirs 2 runs forward then reverse. peep: LSTM's P [dirs, 3 * hidden] or
+ * NULL. Activations are the defaults (sigmoid, tanh); every batch entry runs the whole sequence.
+ * scratch: oxk_rnn_scratch_floats(a) floats. In a program: a = X, b = h0, y = Y, slot[3] c0,
+ * slot[4] Y_h, slot[5] Y_c, slot[6] scratch. */
+enum { OXK_OP_RNN = 60 };
+enum { OXK_RNN_LSTM = 0, OXK_RNN_GRU = 1 };
+typedef struct {
+    int kind, seq, batch, input, hidden, dirs, reverse, linear_before_reset, has_clip;
+    float clip;
+    const oxk_sgemm_plan* plans;
+    const float* peep;
+} oxk_rnn_args;
+OXK_API size_t oxk_rnn_scratch_floats(const oxk_rnn_args* a);
+OXK_API int oxk_rnn(const oxk_rnn_args* a, const float* x, const float* h0, const float* c0,
+                    float* y, float* yh, float* yc, float* scratch);
 
 /* ---- Normalizations and reductions (issue #17; normalization.c) ------------------------------
  * OXK_OP_NORM: n = rows; args oxk_norm_args; slots a = x (rows x cpg * inner), b =
@@ -217,5 +286,77 @@ OXK_API int oxk_norm(const oxk_norm_args* a, int rows, const float* x, const flo
 OXK_API int oxk_batchnorm(const oxk_batchnorm_args* a, int outer, const float* x, const float* scale,
                           const float* bias, const float* mean, const float* var, float* y);
 OXK_API int oxk_reduce(const oxk_reduce_args* a, int outer, const float* x, float* y);
+
+/* ---- Quantized ops (issue #17; quantized.c): opcodes 50-55. ----------------------------------
+ * Integer tensors are OXK_QT_INT8, OXK_QT_UINT8 or OXK_QT_INT32. Requantization (QLinearConv,
+ * QLinearMatMul, QGemm, QLinearGlobalAveragePool, as onnxruntime's MLAS does it): the int32 sum
+ * (plus the int32 bias) times the float32 multiplier, clamped to [qmin - zero, qmax - zero],
+ * rounded half to even, plus the output zero point. A runtime zero point (DynamicQuantizeLinear's)
+ * is passed as a pointer to one value of the input's type and replaces the plan's.
+ * QCONV (oxk_qconv_plan): n = batch; a = x (N, C, H, W), b = x's runtime zero point (-1: the
+ * plan's), y = (N, Cout, OH, OW) of y_type. W is packed by oxk_qpack_rows as Cout rows of
+ * K = C/group * kh * kw values. QGEMM (oxk_qgemm_plan): n = M; a = A (M x K), b = A's runtime zero
+ * point, y = (M x N); B packed as N rows of K. QUANTIZE / DEQUANTIZE (oxk_quant_args): n elements;
+ * float32 a to integer y (round half to even, saturate) and back ((q - zero) * scale; scale 1,
+ * zero 0 is Cast to float32). QGLOBAL_POOL (oxk_qpool_args): n = N*C planes of hw values of type
+ * x_type into one value each. DQL (oxk_dql_args): DynamicQuantizeLinear of a (n floats) to
+ * uint8: part 0 writes y (n values), part 1 the scale (one float), part 2 the zero point (one
+ * uint8). Scratch: the quantized kernels use slots OXK_SCRATCH_PAD (packed patches / rows). */
+enum { OXK_OP_QCONV = 50, OXK_OP_QGEMM = 51, OXK_OP_QUANTIZE = 52, OXK_OP_DEQUANTIZE = 53,
+       OXK_OP_QGLOBAL_POOL = 54, OXK_OP_DQL = 55 };
+enum { OXK_QT_INT32 = 0, OXK_QT_INT8 = 1, OXK_QT_UINT8 = 2 };
+typedef struct {
+    int C, H, W, Cout, kh, kw, group, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW;
+    int x_type, x_zero, y_type, y_zero, qmin, qmax, per_channel;
+    const int8_t* packW;
+    const int32_t* bias;
+    const float* scale;
+} oxk_qconv_plan;
+typedef struct {
+    int N, K, a_type, a_zero, y_type, y_zero, qmin, qmax, per_channel;
+    const int8_t* packB;
+    const int32_t* bias;
+    const float* scale;
+} oxk_qgemm_plan;
+typedef struct { int type, zero; float scale; } oxk_quant_args;
+typedef struct { int hw, x_type, x_zero, y_zero, qmin, qmax; float scale; } oxk_qpool_args;
+typedef struct { int part; } oxk_dql_args;
+/* Pack `rows` rows of K integer values W[r * stride_r + k * stride_k] (type w_type, int8 or uint8)
+ * minus their zero points (one per row when zero_per_row, else zero[0]) as int16 rows of K rounded
+ * up to even, rows rounded up to 4 (padding 0). */
+OXK_API size_t oxk_qpack_rows_size(int rows, int K);
+OXK_API int oxk_qpack_rows(const void* W, int w_type, int rows, int K, int stride_r, int stride_k,
+                           const int32_t* zero, int zero_per_row, int8_t* packed);
+/* V layout of a constant B (GEMM): N columns of K values B[k * stride_k + n * stride_n] minus
+ * their zero points, in k-pairs. */
+OXK_API size_t oxk_qpack_cols_size(int N, int K);
+OXK_API int oxk_qpack_cols(const void* B, int b_type, int N, int K, int stride_k, int stride_n,
+                           const int32_t* zero, int zero_per_col, int8_t* packed);
+OXK_API int oxk_qconv_run(const oxk_qconv_plan* p, int N, const void* x, const void* x_zero, void* y);
+OXK_API int oxk_qgemm_run(const oxk_qgemm_plan* p, int M, const void* A, const void* a_zero, void* y);
+OXK_API int oxk_quantize(const oxk_quant_args* q, int n, const float* x, void* y);
+OXK_API int oxk_dequantize(const oxk_quant_args* q, int n, const void* x, float* y);
+OXK_API int oxk_qglobal_pool(const oxk_qpool_args* q, int NC, const void* x, void* y);
+OXK_API int oxk_dynamic_quantize(const float* x, int n, uint8_t* y, float* scale, uint8_t* zero);
+
+/* ---- Transposed convolution (issues #16/#17, conv.c), opcode OXK_OP_CONVT. -----------------------
+ * y (N, Cout, OH, OW) = ConvTranspose(x (N, C, H, W), W (C, Cout/group, kh, kw)): input position
+ * (h, w) tap (i, k) adds into output (h sh - pt + i dh, w sw - pl + k dw) when that lies inside
+ * OH x OW (pt/pl: the pad begins; OH/OW already hold the pad ends, output_padding or output_shape),
+ * then bias and the activation. Per image and group a GEMM makes the columns (Cout/group kh kw x
+ * H W = W_g^T @ x_g) and one task per output channel adds its taps in order (col2im), so the result
+ * does not depend on the thread count. packW (optional): oxk_convt_pack's W_g^T panels. 1-D: H = 1.
+ * OXK_OP_CONVT: n = batch; args oxk_convt_plan; a = x, y. */
+typedef struct {
+    int C, H, W, Cout, kh, kw, group, sh, sw, dh, dw, pt, pl, OH, OW, act;
+    float p0, p1;
+    const float* weight;
+    const float* packW;
+    const float* bias;
+} oxk_convt_plan;
+OXK_API size_t oxk_convt_pack_size(int C, int Cout_g, int kh, int kw, int group);
+OXK_API int oxk_convt_pack(const float* W, int C, int Cout_g, int kh, int kw, int group, float* packed);
+OXK_API int oxk_conv_transpose2d_run(const oxk_convt_plan* p, int N, const float* x, float* y);
+enum { OXK_OP_CONVT = 45 };
 
 #endif /* OXK_H */

@@ -33,14 +33,13 @@ static int run_gemm(const oxk_instr* in, const float* a, const float* b, float* 
 
 /* ext: the pointers of slot[3..7] (NULL where -1), for ops with more than three operands. */
 static int run_one(const oxk_instr* in, const float* a, const float* b, float* y, float* const* ext) {
-    (void)ext;
     if (!a || !y) return OXK_EARG;
     switch (in->op) {
     case OXK_OP_SGEMM: return run_gemm(in, a, b, y);
     case OXK_OP_CONV2D: return in->args ? oxk_conv2d_run((const oxk_conv_plan*)in->args, in->n, a, y) : OXK_EARG;
+    case OXK_OP_POOL2D: return in->args ? oxk_pool2d_run((const oxk_pool_plan*)in->args, in->n, a, y) : OXK_EARG;
     case OXK_OP_CONVT:
         return in->args ? oxk_conv_transpose2d_run((const oxk_convt_plan*)in->args, in->n, a, y) : OXK_EARG;
-    case OXK_OP_POOL2D: return in->args ? oxk_pool2d_run((const oxk_pool_plan*)in->args, in->n, a, y) : OXK_EARG;
     case OXK_OP_GLOBAL_POOL: {
         const oxk_global_pool_args* g = (const oxk_global_pool_args*)in->args;
         return g ? oxk_global_pool(a, in->n, g->hw, g->kind, y) : OXK_EARG;
@@ -55,6 +54,12 @@ static int run_one(const oxk_instr* in, const float* a, const float* b, float* y
         const oxk_softmax_args* s = (const oxk_softmax_args*)in->args;
         return s ? oxk_softmax(a, in->n, s->cols, in->op == OXK_OP_LOGSOFTMAX, y) : OXK_EARG;
     }
+    case OXK_OP_ATTENTION:
+        return oxk_attention((const oxk_attention_args*)in->args, a, b, ext[0], ext[1], ext[2], y);
+    case OXK_OP_MATMUL:
+        return oxk_matmul((const oxk_matmul_args*)in->args, in->n, a, b, y);
+    case OXK_OP_RNN:
+        return oxk_rnn((const oxk_rnn_args*)in->args, a, b, ext[0], y, ext[1], ext[2], ext[3]);
     case OXK_OP_NORM: return oxk_norm((const oxk_norm_args*)in->args, in->n, a, b, ext[0], y);
     case OXK_OP_BATCHNORM:
         return oxk_batchnorm((const oxk_batchnorm_args*)in->args, in->n, a, b, ext[0], ext[1], ext[2], y);
@@ -63,6 +68,20 @@ static int run_one(const oxk_instr* in, const float* a, const float* b, float* y
         if (in->n < 0) return OXK_EARG;
         if (a != y && in->n > 0) memcpy(y, a, (size_t)in->n * sizeof(float));
         return 0;
+    case OXK_OP_QCONV: return oxk_qconv_run((const oxk_qconv_plan*)in->args, in->n, a, b, y);
+    case OXK_OP_QGEMM: return oxk_qgemm_run((const oxk_qgemm_plan*)in->args, in->n, a, b, y);
+    case OXK_OP_QUANTIZE: return oxk_quantize((const oxk_quant_args*)in->args, in->n, a, y);
+    case OXK_OP_DEQUANTIZE: return oxk_dequantize((const oxk_quant_args*)in->args, in->n, a, y);
+    case OXK_OP_QGLOBAL_POOL: return oxk_qglobal_pool((const oxk_qpool_args*)in->args, in->n, a, y);
+    case OXK_OP_DQL: {
+        const oxk_dql_args* d = (const oxk_dql_args*)in->args;
+        if (!d || d->part < 0 || d->part > 2) return OXK_EARG;
+        return oxk_dynamic_quantize(a, in->n, d->part == 0 ? (uint8_t*)y : NULL, d->part == 1 ? y : NULL,
+                                    d->part == 2 ? (uint8_t*)y : NULL);
+    }
+    case OXK_OP_STRIDED: return oxk_strided_copy((const oxk_copy_args*)in->args, a, y);
+    case OXK_OP_GATHER: return oxk_gather((const oxk_gather_args*)in->args, a, b, y);
+    case OXK_OP_RESAMPLE: return oxk_resample((const oxk_resample_args*)in->args, a, y);
     default: return OXK_EARG;
     }
 }

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops, oxk_layout
+from onnxedge import fused_ops, oxk_layout, oxk_rnn
 from onnxedge.errors import Fail, InvalidArgument
 from onnxedge.oxk_program import (BINARY_OPS, OP_ACT, OP_BINARY, OP_CONV2D, OP_COPY,  # noqa: F401
                                   OP_GLOBAL_POOL, OP_LOGSOFTMAX, OP_POOL2D, OP_SGEMM, OP_SOFTMAX,
@@ -71,9 +71,27 @@ _SIGS = {
     "oxk_binary": (_c_int, [_ptr, _ptr, _ptr, _ptr]),
     "oxk_softmax": (_c_int, [_ptr, _c_int, _c_int, _c_int, _ptr]),
     "oxk_act": (_c_int, [_ptr, _c_int, _c_int, _c_float, _c_float, _ptr]),
+    "oxk_qpack_rows_size": (_c_size, [_c_int, _c_int]),
+    "oxk_qpack_rows": (_c_int, [_ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr, _c_int, _ptr]),
+    "oxk_qpack_cols_size": (_c_size, [_c_int, _c_int]),
+    "oxk_qpack_cols": (_c_int, [_ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr, _c_int, _ptr]),
+    "oxk_qconv_run": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr]),
+    "oxk_qgemm_run": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr]),
+    "oxk_quantize": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
+    "oxk_dequantize": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
+    "oxk_qglobal_pool": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
+    "oxk_dynamic_quantize": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr]),
+    "oxk_strided_copy": (_c_int, [_ptr, _ptr, _ptr]),
+    "oxk_gather": (_c_int, [_ptr, _ptr, _ptr, _ptr]),
+    "oxk_resample": (_c_int, [_ptr, _ptr, _ptr]),
     "oxk_norm": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr, _ptr]),
     "oxk_batchnorm": (_c_int, [_ptr, _c_int] + [_ptr] * 6),
     "oxk_reduce": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
+    "oxk_rnn_scratch_floats": (_c_size, [_ptr]),
+    "oxk_rnn": (_c_int, [_ptr] + [_ptr] * 7),
+    "oxk_attention": (_c_int, [_ptr] * 7),
+    "oxk_attention_scratch_size": (_c_size, [_ptr]),
+    "oxk_matmul": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr]),
 }
 # Program opcodes, slot kinds, binary ops and fold_broadcast come from the shared binding
 # (onnxedge.oxk_program), imported above.
@@ -488,7 +506,7 @@ class KernelLibrary:
         return y
 
     def binary(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """a op b (Add/Sub/Mul/Div) with numpy broadcasting, when the broadcast folds into
+        """a op b (Add/Sub/Mul/Div/Pow/Max/Min) with numpy broadcasting, when the broadcast folds into
         oxk_binary's three axes (InvalidArgument otherwise)."""
         a, b = _f32("A", a), _f32("B", b)
         shape = np.broadcast(a, b).shape
@@ -508,6 +526,69 @@ class KernelLibrary:
         y = np.empty_like(x)
         rows = x.size // cols if cols else 0
         self._check(self._lib.oxk_softmax(_p(x), rows, cols, int(log), _p(y)), "softmax")
+        return y
+
+    # ---------------------------------------------------------------- data movement
+    def movement(self, plan: Any, xs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """The outputs of an onnxedge.oxk_movement plan run step by step on the C kernels
+        (oxk_strided_copy, oxk_gather, oxk_resample) over float32 inputs `xs` (its data inputs)."""
+        xs = [np.ascontiguousarray(x) if i and x.dtype.kind in "iu" else _f32("X", x) for i, x in enumerate(xs)]
+        outs = [np.empty(s, np.float32) for s in plan.out_shapes]
+        S, keep = self.structs, []
+        for st in plan.steps:
+            y = outs[st.dst]
+            if st.kind == "fill":
+                a = np.array([st.value], np.float32)
+            else:
+                a = outs[-1 - st.src] if st.src < 0 else xs[st.src]
+            b = None
+            if st.kind in ("copy", "fill"):
+                args, fn = S["oxk_copy_args"](*st.args), self._lib.oxk_strided_copy
+            elif st.kind == "gather":
+                if st.tables:
+                    keep = [np.ascontiguousarray(st.tables[0], np.int32)]
+                    args = S["oxk_gather_args"](*st.args, 0, keep[0].ctypes.data)
+                else:   # the indices are data input 1, read by the kernel
+                    if xs[1].dtype not in (np.int32, np.int64):
+                        raise InvalidArgument("gather: indices must be int32 or int64, got %s" % xs[1].dtype)
+                    b = _p(xs[1])
+                    args = S["oxk_gather_args"](*st.args, int(xs[1].dtype == np.int64), None)
+                fn = self._lib.oxk_gather
+            else:
+                keep = [np.ascontiguousarray(t, np.int32 if i % 2 == 0 else np.float32)
+                        for i, t in enumerate(st.tables)]
+                args = S["oxk_resample_args"](*st.args, *[t.ctypes.data for t in keep])
+                fn = self._lib.oxk_resample
+            call = (ctypes.addressof(args), _p(a)) + ((b,) if st.kind == "gather" else ()) + (_p(y),)
+            self._check(fn(*call), "%s step" % st.kind)
+        del keep
+        return outs
+
+    # ---------------------------------------------------------------- attention, computed MatMul
+    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: Optional[np.ndarray],
+                  args: Sequence[Any], scratch: int) -> np.ndarray:
+        """oxk_attention with `args` (oxk_attention_args' values, onnxedge.oxk_program.attention_args)
+        and a scratch of `scratch` floats: [batch, q_seq, heads * v_head_size]."""
+        q, k, v = _f32("Q", q), _f32("K", k), _f32("V", v)
+        mask = None if mask is None else _f32("mask", mask)
+        st = self.structs["oxk_attention_args"](*args)
+        y = np.empty((st.batch, st.q_seq, st.heads * st.v_head_size), np.float32)
+        work = np.empty(max(1, scratch), np.float32)
+        self._check(self._lib.oxk_attention(ctypes.addressof(st), _p(q), _p(k), _p(v), _p(mask),
+                                            _p(work), _p(y)), "attention")
+        return y
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, M: int, N: int, K: int, folded: Sequence[int],
+               out_shape: Sequence[int], trans_b: bool = False, bias: Optional[np.ndarray] = None,
+               act: str = "", act_params: Sequence[float] = ()) -> np.ndarray:
+        """oxk_matmul: A @ op(B) over broadcast batches as onnxedge.oxk_program.matmul_geometry
+        lays them out (M, K, N, `folded` strides), into a new array of `out_shape`."""
+        a, b = _f32("A", a), _f32("B", b)
+        plan = self.sgemm_plan(N, K, False, trans_b, bias=bias, act=act, act_params=act_params)
+        st = self.structs["oxk_matmul_args"](plan.addr, *folded)
+        y = np.empty(tuple(out_shape), np.float32)
+        self._check(self._lib.oxk_matmul(ctypes.addressof(st), M, _p(a), _p(b), _p(y)),
+                    "matmul %dx%dx%d" % (M, N, K))
         return y
 
     # ---------------------------------------------------------------- normalizations, reductions
@@ -547,6 +628,52 @@ class KernelLibrary:
         return y
 
     # ---------------------------------------------------------------- int8
+    def rnn_plans(self, node: Any, w: np.ndarray, r: np.ndarray, b: Optional[np.ndarray],
+                  p: Optional[np.ndarray]) -> "oxk_rnn.RnnPlans":
+        """LSTM / GRU `node`'s constant weights packed once (oxk_rnn_args.plans, 3 per direction)."""
+        op = node.op_type
+        dirs, gh, inp = w.shape
+        hid = r.shape[-1]
+        lbr = bool(node.attributes.get("linear_before_reset", 0)) if op == "GRU" else False
+        S = self.structs["oxk_sgemm_plan"]
+        rows, keep = [], []
+        for per_dir in oxk_rnn.weights(op, w, r, b, lbr):
+            for operand in per_dir:
+                if operand is None:   # LSTM's unread third plan
+                    rows.append(rows[-1])
+                    continue
+                mat, bias = operand
+                plan = self.sgemm_plan(mat.shape[0], mat.shape[1], trans_b=True,
+                                       packed_b=self.pack_b(mat, True), bias=bias)
+                keep.append(plan)
+                rows.append(plan.struct)
+        arr = (S * len(rows))(*rows)
+        peep = None if p is None else np.ascontiguousarray(p, np.float32).reshape(dirs, 3 * hid)
+        return oxk_rnn.RnnPlans(node, ctypes.addressof(arr), _p(peep) or 0, inp, hid, dirs,
+                                keep + [arr, peep])
+
+    def rnn(self, plans: "oxk_rnn.RnnPlans", x: np.ndarray, h0: Optional[np.ndarray] = None,
+            c0: Optional[np.ndarray] = None) -> List[np.ndarray]:
+        """Y, Y_h (and LSTM's Y_c) of oxk_rnn over X [seq, batch, input] with the packed plans."""
+        x = _f32("X", x)
+        bad = plans.check_input(x.shape)
+        if bad:
+            raise InvalidArgument("%s: %s" % (plans.op, bad))
+        seq, batch = int(x.shape[0]), int(x.shape[1])
+        st = (plans.dirs, batch, plans.hidden)
+        states = []
+        for name, v in (("initial_h", h0), ("initial_c", c0)):
+            if v is not None and tuple(v.shape) != st:
+                raise InvalidArgument("%s: %s of shape %s, expected %s" % (plans.op, name, v.shape, st))
+            states.append(None if v is None else _f32(name, v))
+        outs = [np.empty(s, np.float32) for s in plans.out_shapes(seq, batch)]
+        args = self.structs["oxk_rnn_args"](*plans.args_values(seq, batch))
+        scratch = np.empty(max(1, plans.scratch_floats(seq, batch)), np.float32)
+        yc = outs[2] if len(outs) > 2 else None
+        self._check(self._lib.oxk_rnn(ctypes.addressof(args), _p(x), _p(states[0]), _p(states[1]),
+                                      _p(outs[0]), _p(outs[1]), _p(yc), _p(scratch)), plans.op)
+        return outs
+
     def qpack_b(self, b: np.ndarray) -> np.ndarray:
         """Pack an int8/uint8 B (K x N) once: column sums + K-contiguous columns."""
         b = _i8("B", b)
@@ -579,6 +706,116 @@ class KernelLibrary:
                                      _p(packed_b), _p(zb), int(zb.size > 1), _p(y))
         self._check(rc, "qgemm %dx%dx%d" % (M, N, K))
         return y
+
+
+    # ---------------------------------------------------------------- quantized ops (issue #17)
+    def qpack_rows(self, w: np.ndarray, zero: np.ndarray) -> np.ndarray:
+        """Pack int8/uint8 W (rows x K) minus its zero points (scalar or one per row) as the
+        quantized kernels' int16 row operand (oxk_qpack_rows)."""
+        w = _i8("W", w)
+        rows, K = w.shape
+        z = np.ascontiguousarray(np.asarray(zero).astype(np.int32).reshape(-1))
+        out = np.empty(self._lib.oxk_qpack_rows_size(rows, K), np.int8)
+        self._check(self._lib.oxk_qpack_rows(_p(w), QT[w.dtype], rows, K, K, 1, _p(z), int(z.size > 1),
+                                             _p(out)), "qpack_rows")
+        return out
+
+    def qpack_cols(self, b: np.ndarray, zero: np.ndarray, trans_b: bool = False) -> np.ndarray:
+        """Pack int8/uint8 B (K x N; N x K when trans_b) minus its zero points (scalar or one per
+        column of op(B)) as the quantized GEMM's constant operand (oxk_qpack_cols)."""
+        b = _i8("B", b)
+        K, N = (b.shape[1], b.shape[0]) if trans_b else b.shape
+        sk, sn = (1, K) if trans_b else (N, 1)
+        z = np.ascontiguousarray(np.asarray(zero).astype(np.int32).reshape(-1))
+        out = np.empty(self._lib.oxk_qpack_cols_size(N, K), np.int8)
+        self._check(self._lib.oxk_qpack_cols(_p(b), QT[b.dtype], N, K, sk, sn, _p(z), int(z.size > 1),
+                                             _p(out)), "qpack_cols")
+        return out
+
+    def qconv_plan(self, x_shape: Sequence[int], x_type: np.dtype, x_zero: int, packed_w: np.ndarray,
+                   cout: int, kernel: Sequence[int], group: int, strides: Sequence[int],
+                   dilations: Sequence[int], pads: Sequence[int], out_hw: Sequence[int],
+                   y_type: np.dtype, y_zero: int = 0, bias: Optional[np.ndarray] = None,
+                   scale: Optional[np.ndarray] = None, qmin: int = -(1 << 30), qmax: int = 1 << 30) -> Plan:
+        """oxk_qconv_run's plan for (N, C, H, W) = x_shape inputs of x_type; y_type int32 gives the
+        raw sums (ConvInteger), int8/uint8 requantizes with `scale` (one or one per channel)."""
+        b = None if bias is None else np.ascontiguousarray(bias, np.int32)
+        sc = None if scale is None else np.ascontiguousarray(scale, np.float32).reshape(-1)
+        st = self.structs["oxk_qconv_plan"](
+            int(x_shape[1]), int(x_shape[2]), int(x_shape[3]), int(cout), int(kernel[0]), int(kernel[1]),
+            int(group), int(strides[0]), int(strides[1]), int(dilations[0]), int(dilations[1]),
+            *[int(p) for p in pads], int(out_hw[0]), int(out_hw[1]), QT[np.dtype(x_type)], int(x_zero),
+            QT[np.dtype(y_type)], int(y_zero), int(qmin), int(qmax), int(sc is not None and sc.size > 1),
+            _p(packed_w), _p(b), _p(sc))
+        return Plan(self, "oxk_qconv_run", st, [packed_w, b, sc])
+
+    def qgemm_plan(self, n: int, k: int, packed_b: np.ndarray, a_type: np.dtype, a_zero: int,
+                   y_type: np.dtype, y_zero: int = 0, bias: Optional[np.ndarray] = None,
+                   scale: Optional[np.ndarray] = None, qmin: int = -(1 << 30), qmax: int = 1 << 30) -> Plan:
+        """oxk_qgemm_run's plan: Y (M x n) = A (M x k, a_type) @ the packed B (qpack_cols), int32
+        (MatMulInteger) or requantized to y_type with `scale` (one or one per column)."""
+        b = None if bias is None else np.ascontiguousarray(bias, np.int32)
+        sc = None if scale is None else np.ascontiguousarray(scale, np.float32).reshape(-1)
+        st = self.structs["oxk_qgemm_plan"](
+            int(n), int(k), QT[np.dtype(a_type)], int(a_zero), QT[np.dtype(y_type)], int(y_zero),
+            int(qmin), int(qmax), int(sc is not None and sc.size > 1), _p(packed_b), _p(b), _p(sc))
+        return Plan(self, "oxk_qgemm_run", st, [packed_b, b, sc])
+
+    def quant_args(self, dtype: np.dtype, scale: float, zero: int) -> Any:
+        """oxk_quant_args for QuantizeLinear / DequantizeLinear (scale 1, zero 0: Cast)."""
+        return self.structs["oxk_quant_args"](QT[np.dtype(dtype)], int(zero), float(scale))
+
+    def quantize(self, x: np.ndarray, scale: float, zero: int, dtype: np.dtype) -> np.ndarray:
+        """saturate(round_half_even(x / scale) + zero) as int8/uint8 (oxk_quantize)."""
+        x = _f32("X", x)
+        y = np.empty(x.shape, dtype)
+        args = self.quant_args(dtype, scale, zero)
+        self._check(self._lib.oxk_quantize(ctypes.addressof(args), x.size, _p(x), _p(y)), "quantize")
+        return y
+
+    def dequantize(self, x: np.ndarray, scale: float = 1.0, zero: int = 0) -> np.ndarray:
+        """(x - zero) * scale in float32 for int8/uint8/int32 x (oxk_dequantize)."""
+        if not isinstance(x, np.ndarray) or x.dtype not in QT:
+            raise InvalidArgument("dequantize: X must be int8, uint8 or int32, got %s" % getattr(x, "dtype", x))
+        x = np.ascontiguousarray(x)
+        y = np.empty(x.shape, np.float32)
+        args = self.quant_args(x.dtype, scale, zero)
+        self._check(self._lib.oxk_dequantize(ctypes.addressof(args), x.size, _p(x), _p(y)), "dequantize")
+        return y
+
+    def qpool_args(self, hw: int, x_type: np.dtype, x_zero: int, y_zero: int, scale: float) -> Any:
+        """oxk_qpool_args of the quantized global average pool over planes of hw values."""
+        return self.structs["oxk_qpool_args"](int(hw), QT[np.dtype(x_type)], int(x_zero), int(y_zero),
+                                              -(1 << 30), 1 << 30, float(scale))
+
+    def qglobal_pool(self, x: np.ndarray, x_zero: int, y_zero: int, scale: float) -> np.ndarray:
+        """QLinearGlobalAveragePool (NCHW...) of int8/uint8 x: requantized sums of x - x_zero."""
+        x = _i8n("X", x)
+        hw = int(np.prod(x.shape[2:]))
+        y = np.empty(x.shape[:2] + (1,) * (x.ndim - 2), x.dtype)
+        args = self.qpool_args(hw, x.dtype, x_zero, y_zero, scale)
+        self._check(self._lib.oxk_qglobal_pool(ctypes.addressof(args), x.shape[0] * x.shape[1], _p(x), _p(y)),
+                    "qglobal_pool")
+        return y
+
+    def dynamic_quantize(self, x: np.ndarray) -> List[np.ndarray]:
+        """DynamicQuantizeLinear as onnxruntime computes it: [y (uint8), scale, zero point]."""
+        x = _f32("X", x)
+        y = np.empty(x.shape, np.uint8)
+        s = np.empty((), np.float32)
+        z = np.empty((), np.uint8)
+        self._check(self._lib.oxk_dynamic_quantize(_p(x), x.size, _p(y), s.ctypes.data, z.ctypes.data),
+                    "dynamic_quantize")
+        return [y, s, z]
+
+
+QT = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}   # oxk.h OXK_QT_*
+
+
+def _i8n(name: str, a: np.ndarray) -> np.ndarray:
+    if not isinstance(a, np.ndarray) or a.dtype not in (np.int8, np.uint8):
+        raise InvalidArgument("%s must be an int8 or uint8 array, got %s" % (name, getattr(a, "dtype", a)))
+    return np.ascontiguousarray(a)
 
 
 def _i8(name: str, a: np.ndarray) -> np.ndarray:

@@ -14,19 +14,20 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops, ir, oxk_program
+from onnxedge import fused_ops, ir, oxk_movement, oxk_program, oxk_rnn
 from onnxedge.errors import InvalidArgument
 from onnxedge.fused_ops import DOMAIN as FUSED, MS_DOMAIN
 from onnxedge.geometry import (auto_pad_mode, conv_geometry, pool_geometry, spatial_attr,
                                transpose_geometry)
 from onnxedge.providers.support import Facts, OpSupport, SupportTable
 
+from . import quantized
 from .library import (BIAS_COL, BIAS_NONE, BIAS_ROW, KernelLibrary, Plan, data_address,
                       fold_broadcast)
 
 FLOAT, UINT8, INT8 = 1, 2, 3
 Run = Callable[[Dict[str, Any]], Optional[List[np.ndarray]]]
-# FusedConv/FusedGemm/FusedMatMul activations the C epilogue has (HardSigmoid it has not).
+# FusedConv/FusedGemm/FusedMatMul activations the C epilogue has (every one a fusion writes).
 FUSED_ACTS = fused_ops.C_EPILOGUE
 F32 = np.dtype(np.float32)
 MAX_PLANS = 32   # compiled plans kept per node (one per input shape seen)
@@ -146,8 +147,8 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
     if packed is None or (bn and (bn not in consts or not _is_f32(b0) or b0.shape != (w0.shape[0],))):
         return z_on_cpu if zn else slow
     ks = a.get("kernel_shape")
-
     w2 = _as_2d(w0)
+
     def plan_for(shape: Tuple[int, ...], fused: bool = True) -> Optional[Tuple[Any, ...]]:
         """(plan address, C function, output shape, batch count, plan) for inputs of `shape`; None:
         the slow path decides (it raises the errors). fused=False leaves the activation out."""
@@ -443,6 +444,8 @@ def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray
                                   % (node.op_type, w.shape[-1], bias.shape))
         kind = BIAS_COL if bias is not None else BIAS_NONE
         K, N = w.shape[-2], w.shape[-1]
+        if bname not in consts:
+            return _computed_matmul(x, w, bias, act, params)
         if w.ndim == 2:
             a2 = np.ascontiguousarray(x).reshape(-1, K)
             y = lib.sgemm(a2, w, bias=bias, bias_kind=kind, act=act, act_params=params,
@@ -459,6 +462,19 @@ def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray
         y = y.reshape(batch + (xa.shape[-2], N))
         return [y[..., 0, :] if x.ndim == 1 else y]
 
+    def _computed_matmul(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], act: str,
+                         params: Sequence[float]) -> Optional[List[np.ndarray]]:
+        """B computed at run time: oxk_matmul over the broadcast batches, the C call the program
+        makes (oxk_program.emit_matmul), so both give the same bits. A B that is a transposed view
+        (a Transpose swapping its last two axes) is read in place with transB."""
+        trans = w.ndim >= 2 and not w.flags.c_contiguous and np.swapaxes(w, -1, -2).flags.c_contiguous
+        wb = np.swapaxes(w, -1, -2) if trans else w
+        geo = oxk_program.matmul_geometry(x.shape, wb.shape, trans)
+        if geo is None:
+            return None
+        M, K, N, folded, out = geo
+        return [lib.matmul(x, wb, M, N, K, folded, out, trans, bias, act, params)]
+
     if packed is None or bname not in consts:
         return slow
     K, N = b0.shape
@@ -467,6 +483,34 @@ def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray
         return slow
     plan = lib.sgemm_plan(N, K, packed_b=packed, bias=bias0, act=act, act_params=params)
     return _planned_gemm(slow, an, plan, False, K, N, 0, lib, node)
+
+
+# -------------------------------------------------------------------------------- attention
+
+def check_attention(node: ir.Node, facts: Facts) -> Optional[str]:
+    """com.onnxedge MultiHeadAttention: the rule every engine provider shares."""
+    return oxk_program.attention_reason(node, facts, "NEON")
+
+
+def build_attention(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """MultiHeadAttention through oxk_attention, the kernel the program's OXK_OP_ATTENTION calls
+    (same arguments: onnxedge.oxk_program.attention_args), so both give the same bits; shapes
+    it does not take go to the CPU kernel."""
+    ins = list(node.inputs) + [""]
+    names = ins[:4]
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        xs = [_f32_in(env, n) if n else None for n in names]
+        if any(x is None for x in xs[:3]) or (names[3] and xs[3] is None):
+            return None
+        q, k, v, m = xs
+        found = oxk_program.attention_args(node, q.shape, k.shape, v.shape,
+                                           None if m is None else m.shape)
+        if found is None:
+            return None
+        return [lib.attention(q, k, v, m, found[0], found[1])]
+
+    return run
 
 
 # ------------------------------------------------------------------------------------ pools
@@ -543,56 +587,8 @@ def build_pool(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
 
 
 # ------------------------------------------------------------------------------------- int8
-
-def check_qmatmul(node: ir.Node, facts: Facts) -> Optional[str]:
-    """MatMulInteger / QLinearMatMul: int8/uint8 A and a 2-D B."""
-    a_i, b_i = (0, 1) if node.op_type == "MatMulInteger" else (0, 3)
-    for n in (node.inputs[a_i], node.inputs[b_i]):
-        et, _ = _elem(facts, n)
-        if et not in (0, UINT8, INT8):
-            return "input %r is not int8/uint8 (element type %d)" % (n, et)
-    return _need_rank(facts, node.inputs[b_i], (2,), "int8 GEMM with a 2-D B")
-
-
-def _zero(env: Dict[str, Any], name: str) -> np.ndarray:
-    return env[name] if name and env.get(name) is not None else np.zeros((), np.int32)
-
-
-def build_qmatmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
-    """int8 GEMM through oxk_qgemm; QLinearMatMul requantizes (float32 scale, round half even)."""
-    ins = list(node.inputs) + [""] * (8 - len(node.inputs))
-    linear = node.op_type == "QLinearMatMul"
-    an, bname = ins[0], ins[3] if linear else ins[1]
-    zan, zbn = (ins[2], ins[5]) if linear else (ins[2], ins[3])
-    b0 = consts.get(bname)
-    packed = lib.qpack_b(b0) if isinstance(b0, np.ndarray) and b0.dtype in (np.int8, np.uint8) \
-        and b0.ndim == 2 else None
-
-    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
-        x, w = env[an], env[bname]
-        za, zb = _zero(env, zan), _zero(env, zbn)
-        ok = (np.int8, np.uint8)
-        if x.dtype not in ok or w.dtype not in ok or w.ndim != 2 or x.ndim < 1 \
-                or za.size != 1 or zb.size not in (1, w.shape[1]) or zb.ndim > 1:
-            return None
-        if x.shape[-1] != w.shape[0]:
-            raise InvalidArgument("%s: A's last dimension (%d) must equal B's first (%d)"
-                                  % (node.op_type, x.shape[-1], w.shape[0]))
-        a2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
-        acc = lib.qgemm(a2, w, za, zb, packed_b=packed if bname in consts else None)
-        acc = acc.reshape(x.shape[:-1] + (w.shape[1],))
-        if not linear:
-            return [acc]
-        sa, sb, sy = env[ins[1]], env[ins[4]], env[ins[6]]
-        zy = _zero(env, ins[7]) if ins[7] else np.zeros((), np.uint8)
-        if sa.size != 1 or sb.size != 1 or sy.size != 1 or zy.size != 1:
-            return None
-        scale = np.float32(sa.reshape(())) * np.float32(sb.reshape(())) / np.float32(sy.reshape(()))
-        y = np.rint(acc.astype(np.float32) * scale) + np.float32(zy.reshape(()))
-        info = np.iinfo(zy.dtype)
-        return [np.clip(y, info.min, info.max).astype(zy.dtype)]
-
-    return run
+# The quantized ops (QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger, QGemm, Q/DQ,
+# DynamicQuantizeLinear, ...) are in quantized.py (issue #17); TABLE takes its RECORDS.
 
 
 # ------------------------------------------------------------------ program-only ops (issue #16)
@@ -621,8 +617,11 @@ def _engine_op(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         # the wrappers hand back at least 1-D arrays: results take the ONNX shape (0-D too)
         if op in oxk_program.ACTS:
             params = oxk_program.act_params(node, lambda name: np.asarray(env[name]))
-            return None if params is None else [lib.act(x, op, list(params)).reshape(x.shape)]
-        if op in ("Add", "Sub", "Mul", "Div"):
+            return None if params is None else \
+                [lib.act(x, oxk_program.act_name(node), list(params)).reshape(x.shape)]
+        if op in oxk_program.BINARY_OPS:
+            if len(node.inputs) != 2:
+                return None
             b = _f32_in(env, node.inputs[1])
             if b is None:
                 return None
@@ -636,9 +635,28 @@ def _engine_op(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
             return _norm(node, lib, env, x)
         if op in oxk_program.REDUCE_KINDS:
             return _reduce(node, lib, env, x)
-        return None   # views: the CPU kernel gives the same values without a copy
+        if op == "Resize":
+            return _resize(node, lib, env, x)
+        # views, and the pure copies (Transpose, Slice, Concat, Pad, Gather...): the CPU kernel
+        # gives the values the program's copies give, bit for bit
+        return None
 
     return run
+
+
+def _resize(node: ir.Node, lib: KernelLibrary, env: Dict[str, Any], x: np.ndarray
+            ) -> Optional[List[np.ndarray]]:
+    """Resize-11+ on oxk_resample with the tables the program bakes in (oxk_movement.plan), so
+    the first run gives the program's bits; None (the CPU kernel) for what the engine does not
+    take (Resize-10's two inputs among them: the build does not see the opset)."""
+    if len(node.inputs) < 3:
+        return None
+    try:
+        plan = oxk_movement.plan(node, [x.shape], lambda i: env.get(node.inputs[i]) if
+                                 i < len(node.inputs) and node.inputs[i] else None, 11)
+    except oxk_movement.Refused:
+        return None
+    return lib.movement(plan, [x])
 
 
 def _norm(node: ir.Node, lib: KernelLibrary, env: Dict[str, Any], x: np.ndarray
@@ -697,27 +715,67 @@ def _softmax(node: ir.Node, lib: KernelLibrary, x: np.ndarray, log: bool
     return [lib.softmax(x, log)]
 
 
+# ------------------------------------------------------------------ recurrent (issue #17)
+
+def check_rnn(node: ir.Node, facts: Facts) -> Optional[str]:
+    """LSTM / GRU with constant float32 weights, layout 0, default activations
+    (onnxedge.oxk_rnn.reason, shared with the page)."""
+    return oxk_rnn.reason(node, facts, "NEON")
+
+
+def build_rnn(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
+    """LSTM / GRU through oxk_rnn with W, R, B (and P) packed now; the program runs the same
+    kernel on the same plans (oxk_rnn.emit)."""
+    ins = list(node.inputs) + [""] * 8
+    w, r = consts.get(ins[1]), consts.get(ins[2])
+    b = consts.get(ins[3]) if ins[3] else None
+    p = consts.get(ins[7]) if ins[7] and node.op_type == "LSTM" else None
+    plans = None
+    if isinstance(w, np.ndarray) and isinstance(r, np.ndarray) and (not ins[3] or b is not None) \
+            and (not ins[7] or node.op_type != "LSTM" or p is not None):
+        plans = lib.rnn_plans(node, w, r, b, p)
+    n_out = len(node.outputs)
+
+    def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
+        if plans is None or ins[4]:
+            return None
+        x = _f32_in(env, ins[0])
+        if x is None or plans.check_input(x.shape):
+            return None
+        h0 = _f32_in(env, ins[5]) if ins[5] else None
+        c0 = _f32_in(env, ins[6]) if ins[6] and node.op_type == "LSTM" else None
+        if (ins[5] and h0 is None) or (ins[6] and node.op_type == "LSTM" and c0 is None):
+            return None
+        return lib.rnn(plans, x, h0, c0)[:n_out]
+
+    run.rnn = plans  # type: ignore[attr-defined]  # the program emitter reads it
+    return run
+
+
 def check_program_op(node: ir.Node, facts: Facts) -> Optional[str]:
-    """Activations, Add/Sub/Mul/Div, Softmax/LogSoftmax and views: the rule every engine
-    provider shares (onnxedge.oxk_program.program_op_reason)."""
+    """Activations and unary math, Add/Sub/Mul/Div/Pow/Max/Min, Softmax/LogSoftmax and views: the
+    rule every engine provider shares (onnxedge.oxk_program.program_op_reason)."""
     return oxk_program.program_op_reason(node, facts, "NEON")
 
 
 TABLE = SupportTable("NeonExecutionProvider", [
     OpSupport("", "Conv", check=check_conv, build=build_conv),
+    OpSupport("", "ConvTranspose", check=check_convt, build=build_convt),
     OpSupport(MS_DOMAIN, fused_ops.FUSED_CONV, check=check_conv, build=build_conv),
     OpSupport(FUSED, fused_ops.FUSED_CONV, check=check_conv, build=build_conv),
     OpSupport("", "Gemm", check=check_gemm, build=build_gemm),
     OpSupport(FUSED, fused_ops.FUSED_GEMM, check=check_gemm, build=build_gemm),
     OpSupport("", "MatMul", check=check_matmul, build=build_matmul),
     OpSupport(FUSED, fused_ops.FUSED_MATMUL, check=check_matmul, build=build_matmul),
+    OpSupport(FUSED, fused_ops.MULTI_HEAD_ATTENTION, check=check_attention, build=build_attention),
     OpSupport("", "MaxPool", check=check_pool, build=build_pool),
     OpSupport("", "AveragePool", check=check_pool, build=build_pool),
     OpSupport("", "GlobalAveragePool", check=check_pool, build=build_pool),
     OpSupport("", "GlobalMaxPool", check=check_pool, build=build_pool),
-    OpSupport("", "MatMulInteger", check=check_qmatmul, build=build_qmatmul),
-    OpSupport("", "QLinearMatMul", check=check_qmatmul, build=build_qmatmul),
-] + [OpSupport("", op, check=check_program_op, build=_engine_op)
+    OpSupport("", "LSTM", check=check_rnn, build=build_rnn),
+    OpSupport("", "GRU", check=check_rnn, build=build_rnn),
+] + [OpSupport(domain, op, check=check, build=build) for domain, op, check, build in quantized.RECORDS
+     ] + [OpSupport("", op, check=check_program_op, build=_engine_op)
      for op in oxk_program.PROGRAM_ONLY_OPS]
   + [OpSupport(FUSED, op, check=check_program_op, build=_engine_op)
      for op in oxk_program.FUSED_PROGRAM_OPS])
@@ -729,4 +787,3 @@ OPS: Dict[Tuple[str, str], Tuple[Callable[..., Optional[str]], Callable[..., Run
 def support_table() -> SupportTable:
     """The NEON provider's op-support records (docs/OPERATORS.md reads them)."""
     return TABLE
-    OpSupport("", "ConvTranspose", check=check_convt, build=build_convt),

@@ -49,8 +49,10 @@ def _reference(model: Any, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
     data = model if isinstance(model, (str, bytes)) else model.SerializeToString()
     try:
         import onnxruntime
-    except ImportError:   # Python 3.8's venv: the numpy CPU provider is the reference
-        return onnxedge.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    except ImportError:   # Python 3.8's venv: the numpy CPU provider is the reference (alone:
+        so = onnxedge.SessionOptions()   # the installed kernels are the C engine here, as in a page)
+        so.add_session_config_entry("session.cpu_engine", "0")
+        return onnxedge.InferenceSession(data, so, providers=["CPUExecutionProvider"]).run(None, feeds)
     return onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
@@ -67,7 +69,9 @@ def model_files(tmp_path_factory) -> Dict[str, str]:
 @pytest.mark.parametrize("name, wasm_ops, steps, reads", [
     ("mlp", {"FusedGemm", "Gemm", "Softmax"}, 1, 1),
     ("resnet18", {"FusedConv", "Conv", "MaxPool", "GlobalAveragePool", "Flatten", "Gemm"}, 1, 1),
-    ("bert_encoder", {"FusedMatMul", "Add", "Mul", "Sub"}, 17, 26),
+    ("bert_encoder", {"Gather", "FusedMatMul", "Add", "Mul", "Sub", "MultiHeadAttention", "LayerNormalization",
+                      "Gelu"},
+     2, 2),
 ])
 def test_models_run_as_one_program_per_step_edge(kernels, model_files, name, wasm_ops, steps, reads):
     feeds = models.make_inputs(name)
@@ -77,7 +81,11 @@ def test_models_run_as_one_program_per_step_edge(kernels, model_files, name, was
     assert on_wasm == wasm_ops
     kernels.counts.clear()
     sess.run(None, feeds)   # the first run of a signature goes node by node and compiles the program
-    assert "program_run" not in kernels.counts   # node by node, the kernel ops on their kernels
+    # node by node: the kernel ops on their kernels, each program-only op (views aside) as a
+    # one-instruction program (the same kernels as the step's program)
+    alone = [r for r in report if r["provider"] == WASM and r["op_type"] in
+             set(onnxedge.oxk_program.PROGRAM_ONLY_OPS) - set(onnxedge.oxk_program.VIEWS)]
+    assert kernels.counts.get("program_run", 0) == len(alone)
     assert kernels.counts.get("sgemm_run", 0) + kernels.counts.get("conv_run", 0) >= 1
     kernels.counts.clear()
     got = sess.run(None, feeds)
@@ -86,7 +94,7 @@ def test_models_run_as_one_program_per_step_edge(kernels, model_files, name, was
     # one call into the module per step; one copy in per step input, one out per value read later
     # (BERT's Q, K and V projections share one copy of their input)
     assert kernels.counts["program_run"] == steps
-    assert kernels.counts["write"] == {"mlp": 1, "resnet18": 1, "bert_encoder": 26}[name]
+    assert kernels.counts["write"] == {"mlp": 1, "resnet18": 1, "bert_encoder": 3}[name]
     assert kernels.counts["read"] == reads
     assert set(kernels.counts) == {"program_run", "oxk_program_run", "write", "read"}
 
@@ -242,7 +250,8 @@ def test_signature_the_program_cannot_take_runs_node_by_node_and_says_why(kernel
     for _ in range(2):
         kernels.counts.clear()
         np.testing.assert_allclose(sess.run(None, feeds)[0], np.maximum(feeds["a"] + feeds["b"], 0), rtol=RTOL)
-        assert "program_run" not in kernels.counts
+        # node by node: the Add on its CPU kernel, the Relu as a one-instruction program
+        assert kernels.counts["program_run"] == 1
     step = [s for s in sess._plan.steps if s.provider == WASM][0]
     assert "more than 3 axes" in list(step.programs.refusals.values())[0]
     feeds["b"] = rng.standard_normal((1, 1, 3, 1)).astype(np.float32)   # a new signature that folds
@@ -303,3 +312,86 @@ def test_node_suite_cases_through_programs(kernels):
                 raise AssertionError("%s: %s" % (info.name, e)) from e
         ran += any(p for s in steps for p in s.programs.programs.values())
     assert ran >= 100, ran   # 109 here
+
+
+def _program_only_model() -> onnx.ModelProto:
+    """Every program-only op kind in one graph: activations (Clip with bounds from inputs),
+    binary ops with broadcasts, Softmax / LogSoftmax and a view."""
+    rng = np.random.default_rng(11)
+    c = numpy_helper.from_array(rng.standard_normal((1, 7)).astype(np.float32), "c")
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]),
+             helper.make_node("Mul", ["s", "c"], ["m"]),
+             helper.make_node("Tanh", ["m"], ["t"]),
+             helper.make_node("Div", ["x", "t"], ["d"]),
+             helper.make_node("Clip", ["d", "lo", "hi"], ["cl"]),
+             helper.make_node("LeakyRelu", ["cl"], ["lr"], alpha=0.3),
+             helper.make_node("Sub", ["lr", "x"], ["sb"]),
+             helper.make_node("Reshape", ["sb", "shape"], ["r"]),
+             helper.make_node("Softmax", ["r"], ["y1"], axis=-1),
+             helper.make_node("LogSoftmax", ["r"], ["y2"], axis=-1),
+             helper.make_node("Relu", ["y2"], ["y3"])]
+    g = helper.make_graph(nodes, "program_only",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 7]),
+                           helper.make_tensor_value_info("lo", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("hi", TensorProto.FLOAT, [])],
+                          [helper.make_tensor_value_info("y1", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("y3", TensorProto.FLOAT, None)],
+                          [c, numpy_helper.from_array(np.array([-1, 7], np.int64), "shape")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_first_run_gives_the_programs_bits(kernels, n):
+    # the first run of a signature goes node by node: program-only ops run as one-instruction
+    # programs of the same emitters, so it and the program runs after it agree bit for bit
+    m = _program_only_model()
+    rng = np.random.default_rng(n)
+    feeds = {"x": rng.standard_normal((n, 7)).astype(np.float32) * 3,
+             "lo": np.array(-0.5, np.float32), "hi": np.array(2.0, np.float32)}
+    sess = _session(m)
+    assert {r["provider"] for r in sess.partition_report()} == {WASM}
+    kernels.counts.clear()
+    first = sess.run(None, feeds)
+    assert kernels.counts["program_run"] == 10   # every node but the Reshape (a view)
+    kernels.counts.clear()
+    later = sess.run(None, feeds)
+    assert kernels.counts["program_run"] == 1    # the step's program
+    for a, b, want in zip(first, later, _reference(m, feeds)):
+        assert a.tobytes() == b.tobytes() and a.shape == b.shape
+        np.testing.assert_allclose(a, want, rtol=RTOL, atol=ATOL)
+
+
+def test_engine_is_the_default_where_the_module_is(kernels, model_files):
+    # the installed module plays the page's: a session asking for the CPU provider alone gets the
+    # wasm engine in front of it (as natively NeonExecutionProvider); session.cpu_engine "0": numpy
+    from onnxedge.providers import discovery
+    assert discovery.cpu_engine() == WASM
+    feeds = models.make_inputs("mlp")
+    for providers in (None, ["CPUExecutionProvider"], ["wasm"]):
+        sess = onnxedge.InferenceSession(model_files["mlp"], providers=providers)
+        assert {r["provider"] for r in sess.partition_report()} == {WASM}
+        assert sess.get_providers()[-1] == "CPUExecutionProvider"
+        sess.run(None, feeds)
+        kernels.counts.clear()
+        for have, want in zip(sess.run(None, feeds), _reference(model_files["mlp"], feeds)):
+            np.testing.assert_allclose(have, want, rtol=RTOL, atol=ATOL)
+        assert kernels.counts["program_run"] == 1
+    so = onnxedge.SessionOptions()
+    so.add_session_config_entry("session.cpu_engine", "0")
+    sess = onnxedge.InferenceSession(model_files["mlp"], so)
+    assert {r["provider"] for r in sess.partition_report()} == {"CPUExecutionProvider"}
+
+
+def test_without_the_module_the_native_engine_stays(kernels):
+    # natively (no page module) the wasm provider is not available, so the native engine (or none)
+    # is the default, as before
+    from onnxedge.providers import discovery
+    transport.install(None)
+    try:
+        assert discovery.cpu_engine() != WASM
+        sess = onnxedge.InferenceSession(_program_only_model().SerializeToString())
+        assert WASM not in {r["provider"] for r in sess.partition_report()}
+    finally:
+        transport.install(kernels)
