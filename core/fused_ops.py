@@ -47,10 +47,14 @@ INF = float("inf")
 
 
 class Activation(enum.Enum):
-    """An epilogue activation: (attribute name, oxk.h OXK_ACT_* code or None, default params).
+    """An elementwise function of the C engine: (attribute name, oxk.h OXK_ACT_* code or None,
+    default params).
 
-    The code is None for an activation the C epilogue does not have; GELU_TANH is a C epilogue
-    the graph-level fusions do not write (no `activation` attribute names it).
+    The activations are what a fused op's `activation` attribute may name (FUSABLE) and the C
+    kernels apply as GEMM / convolution epilogues. The unary math functions (MATH: Exp, Log, ...)
+    share the codes so the engine runs those ops with the same kernel (oxk.h OXK_OP_ACT), but no
+    fusion writes them as an epilogue. Gelu is the erf form, GeluTanh the tanh form
+    (approximate="tanh"), Silu x * sigmoid(x), HardSwish x * HardSigmoid(x, 1/6, 1/2).
     """
 
     NONE = ("", 0, ())
@@ -60,7 +64,19 @@ class Activation(enum.Enum):
     GELU_TANH = ("GeluTanh", 4, ())
     LEAKY_RELU = ("LeakyRelu", 5, (0.01,))
     TANH = ("Tanh", 6, ())
-    HARD_SIGMOID = ("HardSigmoid", None, (0.2, 0.5))
+    EXP = ("Exp", 7, ())
+    LOG = ("Log", 8, ())
+    SQRT = ("Sqrt", 9, ())
+    ABS = ("Abs", 10, ())
+    NEG = ("Neg", 11, ())
+    RECIPROCAL = ("Reciprocal", 12, ())
+    ERF = ("Erf", 13, ())
+    HARD_SIGMOID = ("HardSigmoid", 14, (0.2, 0.5))
+    HARD_SWISH = ("HardSwish", 15, ())
+    ELU = ("Elu", 16, (1.0,))
+    SOFTPLUS = ("Softplus", 17, ())
+    GELU = ("Gelu", 18, ())
+    SILU = ("Silu", 19, ())
 
     @property
     def op(self) -> str:
@@ -79,8 +95,11 @@ class Activation(enum.Enum):
 
 
 _BY_NAME = {a.op: a for a in Activation}
+# The unary math functions: engine ops (Exp, Log, ...), not epilogues a fusion writes.
+MATH = tuple(a.op for a in (Activation.EXP, Activation.LOG, Activation.SQRT, Activation.ABS,
+                            Activation.NEG, Activation.RECIPROCAL, Activation.ERF))
 # What the `activation` attribute may name (the optimizer's activation fusion writes these).
-FUSABLE = tuple(a.op for a in Activation if a is not Activation.GELU_TANH)
+FUSABLE = tuple(a.op for a in Activation if a.op not in MATH)
 # What the `activation` attribute may name and the C epilogue has (NEON, wasm): "" included.
 C_EPILOGUE = tuple(a.op for a in Activation if a.code is not None and a.op in FUSABLE)
 # Every C epilogue code by name (GeluTanh included: the C library's callers may ask for it).
@@ -158,6 +177,19 @@ def apply_activation(name: Any, y: np.ndarray, act_params: Optional[Sequence[flo
         y *= t(p[0])
         y += t(p[1])
         np.clip(y, t(0), t(1), out=y)
+    elif name == "HardSwish":
+        y *= np.clip(y * t(1.0 / 6.0) + t(0.5), t(0), t(1))
+    elif name == "Elu":
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.copyto(y, t(p[0]) * np.expm1(y), where=y <= 0)
+    elif name == "Softplus":
+        with np.errstate(over="ignore"):
+            np.copyto(y, np.maximum(y, t(0)) + np.log1p(np.exp(-np.abs(y))))
+    elif name == "Silu":
+        with np.errstate(over="ignore", invalid="ignore"):
+            y *= t(1) / (t(1) + np.exp(-y))
+    elif name in ("Gelu", "GeluTanh"):
+        np.copyto(y, gelu(y, "none" if name == "Gelu" else "tanh"))
     else:
         raise InvalidArgument("%s: activation must be one of %s, got %r"
                               % (op, ", ".join(a for a in FUSABLE if a), name))
@@ -188,5 +220,5 @@ def gelu(x: np.ndarray, approximate: Any = "none") -> np.ndarray:
 
 __all__ = ["DOMAIN", "MS_DOMAIN", "FUSED_CONV", "FUSED_GEMM", "FUSED_MATMUL", "GELU",
            "LAYER_NORMALIZATION", "MULTI_HEAD_ATTENTION", "FUSED_BASE", "OPS", "Activation",
-           "FUSABLE", "C_EPILOGUE", "C_CODES", "activation_name", "lookup", "params", "epilogue_params", "node_activation",
+           "FUSABLE", "MATH", "C_EPILOGUE", "C_CODES", "activation_name", "lookup", "params", "epilogue_params", "node_activation",
            "apply_activation", "gelu"]

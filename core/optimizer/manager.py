@@ -12,7 +12,8 @@ from ..checker import topological_order
 from .context import PassContext
 from .passes import (activation_fusion, attention_fusion, bias_fusion, constant_folding,
                      contrib_mapping, conv_add_fusion, conv_bn, dead_code, eliminate, gelu_fusion,
-                     if_folding, layer_norm_fusion, reshape_chain, reshape_target, shape_folding)
+                     if_folding, layer_norm_fusion, reshape_chain, reshape_target, shape_folding,
+                     silu_fusion)
 
 Pass = Callable[[PassContext], bool]
 MAX_ROUNDS = 8
@@ -21,7 +22,8 @@ BASIC: List[Pass] = [constant_folding.run, if_folding.run, eliminate.run, shape_
                      reshape_target.run, reshape_chain.run, dead_code.run]
 EXTENDED: List[Pass] = BASIC + [contrib_mapping.run, conv_bn.run, bias_fusion.run,
                                 conv_add_fusion.run, gelu_fusion.run, layer_norm_fusion.run,
-                                attention_fusion.run, activation_fusion.run]
+                                attention_fusion.run, silu_fusion.run,
+                                activation_fusion.run]
 PASSES: Dict[str, List[Pass]] = {"disable": [], "basic": BASIC, "extended": EXTENDED,
                                  "all": EXTENDED}
 

@@ -201,4 +201,106 @@ static inline int32_t vi_hsum(vi4 a) { return a.v[0] + a.v[1] + a.v[2] + a.v[3];
 
 #define VEC_NR 8
 
+/* ---------------------------------------------------------------- elementwise math (#17)
+ * What elementwise.c's vector exp/log/erf/tanh are written in: sub, div, sqrt; masks (vm4, all
+ * bits of a lane set or clear) from comparisons, vf_sel(m, a, b) = m ? a : b per lane; the bits of
+ * a float as int32 lanes (vf_bits / vi_float, no conversion) and int32 lane arithmetic. */
+#if defined(OXK_NEON)
+typedef uint32x4_t vm4;
+static inline vf4 vf_sub(vf4 a, vf4 b) { return vsubq_f32(a, b); }
+static inline vf4 vf_div(vf4 a, vf4 b) { return vdivq_f32(a, b); }
+static inline vf4 vf_sqrt(vf4 a) { return vsqrtq_f32(a); }
+static inline vm4 vf_lt(vf4 a, vf4 b) { return vcltq_f32(a, b); }
+static inline vm4 vf_le(vf4 a, vf4 b) { return vcleq_f32(a, b); }
+static inline vm4 vf_eq(vf4 a, vf4 b) { return vceqq_f32(a, b); }
+static inline vm4 vm_and(vm4 a, vm4 b) { return vandq_u32(a, b); }
+static inline vm4 vm_or(vm4 a, vm4 b) { return vorrq_u32(a, b); }
+static inline vf4 vf_sel(vm4 m, vf4 a, vf4 b) { return vbslq_f32(m, a, b); }
+static inline vi4 vf_bits(vf4 a) { return vreinterpretq_s32_f32(a); }
+static inline vf4 vi_float(vi4 a) { return vreinterpretq_f32_s32(a); }
+static inline vf4 vi_cvt(vi4 a) { return vcvtq_f32_s32(a); }
+static inline vi4 vi_dup(int32_t x) { return vdupq_n_s32(x); }
+static inline vi4 vi_add(vi4 a, vi4 b) { return vaddq_s32(a, b); }
+static inline vi4 vi_sub(vi4 a, vi4 b) { return vsubq_s32(a, b); }
+static inline vi4 vi_and(vi4 a, vi4 b) { return vandq_s32(a, b); }
+static inline vi4 vi_or(vi4 a, vi4 b) { return vorrq_s32(a, b); }
+static inline vi4 vi_xor(vi4 a, vi4 b) { return veorq_s32(a, b); }
+static inline vm4 vi_eq(vi4 a, vi4 b) { return vceqq_s32(a, b); }
+#  define vi_shl(a, n) vshlq_n_s32(a, n)
+#  define vi_sra(a, n) vshrq_n_s32(a, n)
+#elif defined(OXK_WASM)
+typedef v128_t vm4;
+static inline vf4 vf_sub(vf4 a, vf4 b) { return wasm_f32x4_sub(a, b); }
+static inline vf4 vf_div(vf4 a, vf4 b) { return wasm_f32x4_div(a, b); }
+static inline vf4 vf_sqrt(vf4 a) { return wasm_f32x4_sqrt(a); }
+static inline vm4 vf_lt(vf4 a, vf4 b) { return wasm_f32x4_lt(a, b); }
+static inline vm4 vf_le(vf4 a, vf4 b) { return wasm_f32x4_le(a, b); }
+static inline vm4 vf_eq(vf4 a, vf4 b) { return wasm_f32x4_eq(a, b); }
+static inline vm4 vm_and(vm4 a, vm4 b) { return wasm_v128_and(a, b); }
+static inline vm4 vm_or(vm4 a, vm4 b) { return wasm_v128_or(a, b); }
+static inline vf4 vf_sel(vm4 m, vf4 a, vf4 b) { return wasm_v128_bitselect(a, b, m); }
+static inline vi4 vf_bits(vf4 a) { return a; }
+static inline vf4 vi_float(vi4 a) { return a; }
+static inline vf4 vi_cvt(vi4 a) { return wasm_f32x4_convert_i32x4(a); }
+static inline vi4 vi_dup(int32_t x) { return wasm_i32x4_splat(x); }
+static inline vi4 vi_add(vi4 a, vi4 b) { return wasm_i32x4_add(a, b); }
+static inline vi4 vi_sub(vi4 a, vi4 b) { return wasm_i32x4_sub(a, b); }
+static inline vi4 vi_and(vi4 a, vi4 b) { return wasm_v128_and(a, b); }
+static inline vi4 vi_or(vi4 a, vi4 b) { return wasm_v128_or(a, b); }
+static inline vi4 vi_xor(vi4 a, vi4 b) { return wasm_v128_xor(a, b); }
+static inline vm4 vi_eq(vi4 a, vi4 b) { return wasm_i32x4_eq(a, b); }
+#  define vi_shl(a, n) wasm_i32x4_shl(a, n)
+#  define vi_sra(a, n) wasm_i32x4_shr(a, n)
+#elif defined(OXK_SSE)
+typedef __m128 vm4;
+static inline vf4 vf_sub(vf4 a, vf4 b) { return _mm_sub_ps(a, b); }
+static inline vf4 vf_div(vf4 a, vf4 b) { return _mm_div_ps(a, b); }
+static inline vf4 vf_sqrt(vf4 a) { return _mm_sqrt_ps(a); }
+static inline vm4 vf_lt(vf4 a, vf4 b) { return _mm_cmplt_ps(a, b); }
+static inline vm4 vf_le(vf4 a, vf4 b) { return _mm_cmple_ps(a, b); }
+static inline vm4 vf_eq(vf4 a, vf4 b) { return _mm_cmpeq_ps(a, b); }
+static inline vm4 vm_and(vm4 a, vm4 b) { return _mm_and_ps(a, b); }
+static inline vm4 vm_or(vm4 a, vm4 b) { return _mm_or_ps(a, b); }
+static inline vf4 vf_sel(vm4 m, vf4 a, vf4 b) { return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)); }
+static inline vi4 vf_bits(vf4 a) { return _mm_castps_si128(a); }
+static inline vf4 vi_float(vi4 a) { return _mm_castsi128_ps(a); }
+static inline vf4 vi_cvt(vi4 a) { return _mm_cvtepi32_ps(a); }
+static inline vi4 vi_dup(int32_t x) { return _mm_set1_epi32(x); }
+static inline vi4 vi_add(vi4 a, vi4 b) { return _mm_add_epi32(a, b); }
+static inline vi4 vi_sub(vi4 a, vi4 b) { return _mm_sub_epi32(a, b); }
+static inline vi4 vi_and(vi4 a, vi4 b) { return _mm_and_si128(a, b); }
+static inline vi4 vi_or(vi4 a, vi4 b) { return _mm_or_si128(a, b); }
+static inline vi4 vi_xor(vi4 a, vi4 b) { return _mm_xor_si128(a, b); }
+static inline vm4 vi_eq(vi4 a, vi4 b) { return _mm_castsi128_ps(_mm_cmpeq_epi32(a, b)); }
+#  define vi_shl(a, n) _mm_slli_epi32(a, n)
+#  define vi_sra(a, n) _mm_srai_epi32(a, n)
+#else
+typedef struct { uint32_t v[4]; } vm4;
+#  define VEC_LANES_(T, E) T r; int i; for (i = 0; i < 4; i++) r.v[i] = (E); return r
+#  define VEC_MASK_(c) ((c) ? 0xffffffffu : 0u)
+static inline vf4 vf_sub(vf4 a, vf4 b) { VEC_LANES_(vf4, a.v[i] - b.v[i]); }
+static inline vf4 vf_div(vf4 a, vf4 b) { VEC_LANES_(vf4, a.v[i] / b.v[i]); }
+static inline vf4 vf_sqrt(vf4 a) { VEC_LANES_(vf4, __builtin_sqrtf(a.v[i])); }
+static inline vm4 vf_lt(vf4 a, vf4 b) { VEC_LANES_(vm4, VEC_MASK_(a.v[i] < b.v[i])); }
+static inline vm4 vf_le(vf4 a, vf4 b) { VEC_LANES_(vm4, VEC_MASK_(a.v[i] <= b.v[i])); }
+static inline vm4 vf_eq(vf4 a, vf4 b) { VEC_LANES_(vm4, VEC_MASK_(a.v[i] == b.v[i])); }
+static inline vm4 vm_and(vm4 a, vm4 b) { VEC_LANES_(vm4, a.v[i] & b.v[i]); }
+static inline vm4 vm_or(vm4 a, vm4 b) { VEC_LANES_(vm4, a.v[i] | b.v[i]); }
+static inline vf4 vf_sel(vm4 m, vf4 a, vf4 b) { VEC_LANES_(vf4, m.v[i] ? a.v[i] : b.v[i]); }
+static inline vi4 vf_bits(vf4 a) { vi4 r; __builtin_memcpy(r.v, a.v, sizeof r.v); return r; }
+static inline vf4 vi_float(vi4 a) { vf4 r; __builtin_memcpy(r.v, a.v, sizeof r.v); return r; }
+static inline vf4 vi_cvt(vi4 a) { VEC_LANES_(vf4, (float)a.v[i]); }
+static inline vi4 vi_dup(int32_t x) { VEC_LANES_(vi4, x); }
+static inline vi4 vi_add(vi4 a, vi4 b) { VEC_LANES_(vi4, (int32_t)((uint32_t)a.v[i] + (uint32_t)b.v[i])); }
+static inline vi4 vi_sub(vi4 a, vi4 b) { VEC_LANES_(vi4, (int32_t)((uint32_t)a.v[i] - (uint32_t)b.v[i])); }
+static inline vi4 vi_and(vi4 a, vi4 b) { VEC_LANES_(vi4, a.v[i] & b.v[i]); }
+static inline vi4 vi_or(vi4 a, vi4 b) { VEC_LANES_(vi4, a.v[i] | b.v[i]); }
+static inline vi4 vi_xor(vi4 a, vi4 b) { VEC_LANES_(vi4, a.v[i] ^ b.v[i]); }
+static inline vm4 vi_eq(vi4 a, vi4 b) { VEC_LANES_(vm4, VEC_MASK_(a.v[i] == b.v[i])); }
+static inline vi4 vi_shl_(vi4 a, int n) { VEC_LANES_(vi4, (int32_t)((uint32_t)a.v[i] << n)); }
+static inline vi4 vi_sra_(vi4 a, int n) { VEC_LANES_(vi4, a.v[i] >> n); }
+#  define vi_shl(a, n) vi_shl_(a, n)
+#  define vi_sra(a, n) vi_sra_(a, n)
+#endif
+
 #endif /* OXK_VEC_H */

@@ -12,6 +12,7 @@ from onnxedge import fused_ops
 from onnxedge.errors import InvalidArgument
 from onnxedge.fused_ops import Activation
 from onnxedge.kernels import registry
+from onnxedge.numeric import erf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -37,7 +38,13 @@ def _ref(name: str, v: np.ndarray, p: list) -> np.ndarray:
             "Sigmoid": lambda: 1 / (1 + np.exp(-v)),
             "LeakyRelu": lambda: np.where(v < 0, p[0] * v, v),
             "Clip": lambda: np.minimum(np.maximum(v, p[0]), p[1]),
-            "HardSigmoid": lambda: np.clip(p[0] * v + p[1], 0, 1)}[name]()
+            "HardSigmoid": lambda: np.clip(p[0] * v + p[1], 0, 1),
+            "HardSwish": lambda: v * np.clip(v / 6 + 0.5, 0, 1),
+            "Elu": lambda: np.where(v > 0, v, p[0] * np.expm1(v)),
+            "Softplus": lambda: np.logaddexp(0, v),
+            "Silu": lambda: v / (1 + np.exp(-v)),
+            "Gelu": lambda: 0.5 * v * (1 + erf(v / np.sqrt(2))),
+            "GeluTanh": lambda: v / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))}[name]()
 
 
 @pytest.mark.parametrize("name,given,used", [
@@ -45,10 +52,12 @@ def _ref(name: str, v: np.ndarray, p: list) -> np.ndarray:
     ("LeakyRelu", None, [0.01]), ("LeakyRelu", [0.3], [0.3]),
     ("Clip", None, [-np.inf, np.inf]), ("Clip", [-1.0], [-1.0, np.inf]),
     ("Clip", [0.0, 6.0], [0.0, 6.0]), ("HardSigmoid", None, [0.2, 0.5]),
-    ("HardSigmoid", [0.3, 0.1], [0.3, 0.1])])
+    ("HardSigmoid", [0.3, 0.1], [0.3, 0.1]), ("HardSwish", None, []), ("Elu", None, [1.0]),
+    ("Elu", [0.5], [0.5]), ("Softplus", None, []), ("Silu", None, []), ("Gelu", None, []),
+    ("GeluTanh", None, [])])
 def test_apply_activation_against_reference(name, given, used):
     x = np.array([-np.inf, -30.0, -2.5, -0.1, 0.0, 0.4, 3.0, 8.0, np.inf], np.float32)
-    with np.errstate(over="ignore"):
+    with np.errstate(all="ignore"):
         want = _ref(name, x, used)
     got = fused_ops.apply_activation(name, x.copy(), given)
     assert got.dtype == np.float32
@@ -61,8 +70,10 @@ def test_clip_defaults_are_unbounded_and_errors_name_the_op():
     assert fused_ops.params("Clip") == [-np.inf, np.inf]
     assert fused_ops.epilogue_params("LeakyRelu", [0.2, 9.0]) == (0.2, 0.0)
     assert fused_ops.epilogue_params("Relu", [5.0]) == (0.0, 0.0)
-    with pytest.raises(InvalidArgument, match="FusedGemm.*Elu"):
-        fused_ops.apply_activation("Elu", np.ones(2, np.float32), op="FusedGemm")
+    with pytest.raises(InvalidArgument, match="FusedGemm.*Selu"):
+        fused_ops.apply_activation("Selu", np.ones(2, np.float32), op="FusedGemm")
+    with pytest.raises(InvalidArgument, match="Exp"):   # a math op, not an activation
+        fused_ops.apply_activation("Exp", np.ones(2, np.float32))
     ro = np.ones(3, np.float32)
     ro.flags.writeable = False
     assert fused_ops.apply_activation("Relu", ro) is not ro
@@ -96,9 +107,11 @@ def test_providers_read_the_contract():
     from onnxedge.edge.nnapi import support as nnapi
     from onnxedge.web.wasm import claims
     assert claims.ACT == {n: fused_ops.C_CODES[n] for n in fused_ops.C_EPILOGUE}
-    assert set(coreml.ACTIVATIONS) == set(fused_ops.FUSABLE)
+    assert set(coreml.ACTIVATIONS) <= set(fused_ops.FUSABLE)
     assert coreml.FUSED == nnapi.FUSED_DOMAIN == fused_ops.DOMAIN
-    assert "GeluTanh" not in fused_ops.FUSABLE and "HardSigmoid" not in fused_ops.C_EPILOGUE
+    # every activation a fusion writes has a C epilogue; the unary math ops are not activations
+    assert fused_ops.C_EPILOGUE == fused_ops.FUSABLE
+    assert not set(fused_ops.MATH) & set(fused_ops.FUSABLE)
     try:
         from onnxedge.edge.neon import library, ops as neon_ops
     except Exception:   # the C library is not built on this machine

@@ -94,7 +94,7 @@ def test_claims_program_only_ops_with_reasons(ep):
 @pytest.mark.parametrize("case, expected", [
     ("gemm_transA", "transA=1 is not supported"),
     ("gemm_row_bias", "is not a constant per-column bias of 3 values"),
-    ("conv_hardsigmoid", "activation 'HardSigmoid' has no wasm epilogue"),
+    ("conv_softsign", "activation 'Softsign' has no wasm epilogue"),
     ("conv_3d", "kernel_shape [3, 3, 3] is not 2-D"),
     ("conv_weight_fed", "weight 'w' is not a constant initializer"),
     ("conv_weight_overridable", "weight 'w' is not a constant initializer"),
@@ -112,9 +112,9 @@ def test_reasons_for_nodes_left_to_the_cpu(ep, case, expected):
     elif case == "gemm_row_bias":
         node = helper.make_node("Gemm", ["x", "w", "c"], ["y"], "n")
         inputs, inits = [_vi("x", [2, 4])], [_w("w", 4, 3), _w("c", 2, 1)]
-    elif case == "conv_hardsigmoid":
+    elif case == "conv_softsign":
         node = helper.make_node("FusedConv", ["x", "w"], ["y"], "n", domain="com.onnxedge",
-                                activation="HardSigmoid", activation_params=[0.2, 0.5])
+                                activation="Softsign")
     elif case == "conv_3d":
         node = helper.make_node("Conv", ["x", "w"], ["y"], "n", kernel_shape=[3, 3, 3])
         inputs, inits = [_vi("x", [1, 4, 8, 8, 8])], [_w("w", 4, 4, 3, 3, 3)]

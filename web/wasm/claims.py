@@ -2,10 +2,12 @@
 
 Pure Python (no `js`), so the claims are tested natively. A node is claimed when the C kernels
 take it as declared: float32, 2-D convolutions and pools, GEMMs against constant 2-D weights
-(pre-packed into wasm memory once), epilogue activations the kernels have; and the ops only a
-compiled program runs (activations, Add/Sub/Mul/Div whose broadcast folds into three axes,
-Softmax/LogSoftmax over the last axis, Reshape/Flatten/Squeeze/Unsqueeze/Identity:
-onnxedge.oxk_program.program_op_reason). `TABLE` holds the
+(pre-packed into wasm memory once) or computed (MatMul over broadcast batches, B unpacked:
+onnxedge.oxk_program.matmul_reason), com.onnxedge MultiHeadAttention (one C op:
+oxk_program.attention_reason), epilogue activations the kernels have; and the ops only a
+compiled program runs (activations and unary math, Add/Sub/Mul/Div/Pow/Max/Min whose broadcast
+folds into three axes, Softmax/LogSoftmax over the last axis, Reshape/Flatten/Squeeze/Unsqueeze/
+Identity: onnxedge.oxk_program.program_op_reason). `TABLE` holds the
 `OpSupport` records; their checks read `facts` (`onnxedge.providers.support.Facts`: declared
 types and the initializers no feed can override, `facts.consts`).
 """

@@ -1,6 +1,9 @@
 """Activation fusion: Conv/Gemm/MatMul (or their fused forms without an activation) followed by
-Relu, LeakyRelu, Sigmoid, Tanh, Clip or HardSigmoid become one com.onnxedge FusedConv,
-FusedGemm or FusedMatMul carrying `activation` and `activation_params`."""
+Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid, HardSwish, Elu, Softplus or Gelu (ai.onnx, or
+com.onnxedge's from the Gelu fusion; approximate="tanh" is the GeluTanh activation) become one
+com.onnxedge FusedConv, FusedGemm or FusedMatMul carrying `activation` and `activation_params`
+(names: onnxedge.fused_ops.FUSABLE). `fuse` is the step other passes reuse (SiLU, HardSwish
+chains: silu_fusion)."""
 from __future__ import annotations
 
 from typing import List, Optional
@@ -12,13 +15,23 @@ FUSED = {"Conv": "FusedConv", "Gemm": "FusedGemm", "MatMul": "FusedMatMul"}
 INF = float("inf")
 
 
+def _activation(act: ir.Node) -> Optional[str]:
+    """The `activation` name node `act` becomes, None when it is no activation."""
+    if act.op_type == "Gelu" and act.domain in ("", FUSED_DOMAIN):
+        mode = str(act.attributes.get("approximate", "none"))
+        return {"none": "Gelu", "tanh": "GeluTanh"}.get(mode)
+    return None if act.domain else act.op_type
+
+
 def _params(ctx: PassContext, act: ir.Node) -> Optional[List[float]]:
     """The activation's parameters as FusedConv takes them, or None when not fusable."""
     op, attrs = act.op_type, act.attributes
-    if op in ("Relu", "Sigmoid", "Tanh"):
+    if op in ("Relu", "Sigmoid", "Tanh", "HardSwish", "Softplus", "Gelu"):
         return []
     if op == "LeakyRelu":
         return [float(attrs.get("alpha", 0.01))]
+    if op == "Elu":
+        return [float(attrs.get("alpha", 1.0))]
     if op == "HardSigmoid":
         return [float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))]
     if op == "Clip":
@@ -47,24 +60,32 @@ def _fused(ctx: PassContext, prod: ir.Node) -> Optional[ir.Node]:
                          FUSED_DOMAIN, prod.name)
 
 
+def fuse(ctx: PassContext, prod: ir.Node, nodes: List[ir.Node], out: str, activation: str,
+         params: List[float]) -> bool:
+    """Replace `prod` (a Conv/Gemm/MatMul or a fused one without activation) and the `nodes`
+    computing `activation` of its output into `out` by one fused node; False (nothing changed)
+    when `prod` cannot take an activation."""
+    base = _fused(ctx, prod)
+    if base is None:
+        return False
+    attrs = dict(base.attributes)
+    attrs["activation"] = activation
+    attrs["activation_params"] = params
+    new = ctx.make_node(base.op_type, base.inputs, [out], attrs, FUSED_DOMAIN, base.name)
+    ctx.replace([prod] + nodes, [new])
+    return True
+
+
 def run(ctx: PassContext) -> bool:
     """Fuse every supported activation into the Conv/Gemm/MatMul whose only reader it is."""
     changed = False
     for act in list(ctx.graph.nodes):
-        if act.domain or not act.inputs or id(act) in ctx.removed:
+        name = _activation(act) if act.inputs and id(act) not in ctx.removed else None
+        if name is None:
             continue
         params = _params(ctx, act)
         prod = ctx.producer_of(act.inputs[0]) if params is not None else None
         if prod is None or not ctx.private(act.inputs[0]) or not ctx.is_float(act.inputs[0]):
             continue
-        base = _fused(ctx, prod)
-        if base is None:
-            continue
-        attrs = dict(base.attributes)
-        attrs["activation"] = act.op_type
-        attrs["activation_params"] = params
-        new = ctx.make_node(base.op_type, base.inputs, [act.outputs[0]], attrs, FUSED_DOMAIN,
-                            base.name)
-        ctx.replace([prod, act], [new])
-        changed = True
+        changed |= fuse(ctx, prod, [act], act.outputs[0], name, params)
     return changed

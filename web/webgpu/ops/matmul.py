@@ -31,6 +31,15 @@ _WGSL = {
     "LeakyRelu": "return select(u.act_a * v, v, v >= 0.0);",
     "Clip": "return clamp(v, u.act_a, u.act_b);",
     "HardSigmoid": "return clamp(u.act_a * v + u.act_b, 0.0, 1.0);",
+    "HardSwish": "return v * clamp(v / 6.0 + 0.5, 0.0, 1.0);",
+    "Silu": "return v / (1.0 + exp(-v));",
+    "Elu": "return select(u.act_a * (exp(v) - 1.0), v, v > 0.0);",
+    "Softplus": "return max(v, 0.0) + log(1.0 + exp(-abs(v)));",
+    "GeluTanh": "return v / (1.0 + exp(-1.5957691216 * (v + 0.044715 * v * v * v)));",
+    # Abramowitz-Stegun 7.1.26 erf (absolute error 1.5e-7)
+    "Gelu": "let z = abs(v) * 0.70710678; let t = 1.0 / (1.0 + 0.3275911 * z); "
+            "let e = 1.0 - t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 "
+            "+ t * 1.061405429)))) * exp(-z * z); return 0.5 * v * (1.0 + select(-e, e, v >= 0.0));",
 }
 ACTIVATIONS = {name: (_WGSL[name], tuple(max(-FLT_MAX, min(FLT_MAX, d))
                                           for d in fused_ops.lookup(name).defaults))
