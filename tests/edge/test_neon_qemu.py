@@ -1,7 +1,7 @@
 """The aarch64 NEON build under qemu-aarch64 -cpu cortex-a72 (a Raspberry Pi 4's core), running
 onnxedge itself in the ARM CPython sysroot (make setup: scripts/arm_sysroot.sh): kernel checks on
-edge shapes against numpy, and the MLP and a small CNN end to end against onnxruntime run
-natively on the host. A second run with `-cpu max` covers the dot-product int8 loop."""
+edge shapes against numpy, and the MLP, a small CNN and a graph of the normalizations and
+reductions end to end against onnxruntime run natively on the host. A second run with `-cpu max` covers the dot-product int8 loop."""
 from __future__ import annotations
 
 import json
@@ -148,7 +148,8 @@ def _prepare(d):
         want[c] = (a.astype(np.int64) - 17) @ (b.astype(np.int64) - zb.astype(np.int64))
         cases["qgemm"].append(c)
     (m1, f1), m2, f2 = mlp(), small_cnn(), small_cnn_inputs(batch=1)
-    for c, model, feeds in (("mlp", m1, f1), ("cnn", m2, f2)):
+    m3, f3 = _norm_model()
+    for c, model, feeds in (("mlp", m1, f1), ("cnn", m2, f2), ("norm", m3, f3)):
         # the sysroot has no `onnx` package: the model goes as .oxe (numpy + flatbuffers only)
         model_io.save(model_io.load(model), os.path.join(d, c + ".oxe"))
         np.savez(os.path.join(d, c + "_in.npz"), **feeds)
@@ -156,6 +157,32 @@ def _prepare(d):
         cases["models"].append(c)
     json.dump(cases, open(os.path.join(d, "cases.json"), "w"))
     return want
+
+
+def _norm_model():
+    """The engine's normalizations and reductions (issue #17) in one graph, odd sizes and an offset
+    far larger than the spread: LayerNormalization, InstanceNormalization, BatchNormalization,
+    ReduceMean (axes input), ReduceMax, ReduceL2."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(4)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)   # noqa: E731
+    n = helper.make_node
+    nodes = [n("LayerNormalization", ["x", "g", "b"], ["ln"], axis=-1, epsilon=1e-5),
+             n("InstanceNormalization", ["ln", "c1", "c2"], ["inn"], epsilon=1e-4),
+             n("BatchNormalization", ["inn", "c1", "c2", "c3", "v"], ["bn"]),
+             n("ReduceMax", ["bn", "ax1"], ["mx"], keepdims=1),
+             n("Add", ["bn", "mx"], ["s"]),
+             n("ReduceMean", ["s", "axes"], ["m"], keepdims=1),
+             n("ReduceL2", ["m", "ax1"], ["y"], keepdims=0)]
+    inits = {"g": f(77), "b": f(77), "c1": f(6), "c2": f(6), "c3": f(6),
+             "v": np.abs(f(6)) + np.float32(0.5), "axes": np.array([2], np.int64),
+             "ax1": np.array([1], np.int64)}
+    g = helper.make_graph(nodes, "norm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 77])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    return m.SerializeToString(), {"x": (f(2, 6, 77) * 0.5 + np.float32(300.0)).astype(np.float32)}
 
 
 def _qemu(d, stage, cpu="cortex-a72", timeout=600):
@@ -222,6 +249,14 @@ def test_concurrent_sessions_under_qemu(a72):
 def test_int8_gemm_exact_under_qemu(a72, case):
     _, d, want = a72
     np.testing.assert_array_equal(np.load(os.path.join(d, "out_" + case + ".npy")), want[case])
+
+
+def test_normalizations_and_reductions_match_onnxruntime_under_qemu(a72):
+    report, d, want = a72
+    np.testing.assert_allclose(np.load(os.path.join(d, "out_norm.npy")), want["norm"], rtol=1e-4, atol=1e-4)
+    on_neon = {op for op, p in report["partition"]["norm"] if p == "NeonExecutionProvider"}
+    assert on_neon >= {"LayerNormalization", "InstanceNormalization", "BatchNormalization", "ReduceMean",
+                       "ReduceMax", "ReduceL2"}
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
