@@ -32,9 +32,10 @@ RED = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3, "ReduceL
        "ReduceSumSquare": 6}
 
 
-@pytest.fixture(scope="module")
-def lib():
-    return library.load()
+@pytest.fixture(scope="module", params=["", "generic"])
+def lib(request):
+    """The host build (SSE2/AVX2 vectors) and the plain-C vector build."""
+    return library.load(request.param)
 
 
 def _rand(rng, shape, offset=0.0, spread=1.0):
