@@ -403,6 +403,18 @@ def test_mapping_gelu_family_and_skip_layer_norm():
         not in ops
 
 
+def test_mapping_skip_simplified_layer_norm():
+    """Without its statistics outputs, SkipSimplifiedLayerNormalization becomes Adds and
+    onnxruntime's default-domain SimplifiedLayerNormalization (which the C engine runs)."""
+    ins = [("x", _r(B, S, D)), ("skip", _r(B, S, D)), ("gamma", _r(D)), ("bias", _r(D))]
+    assert _mapped_ops("SkipSimplifiedLayerNormalization", ins, n_out=4) == \
+        [("com.microsoft", "SkipSimplifiedLayerNormalization")]      # inv_std_var wanted
+    assert _mapped_ops("SkipSimplifiedLayerNormalization", ins, n_out=1) == \
+        [("", "Add"), ("", "Add"), ("", "SimplifiedLayerNormalization")]
+    check(*run_both("SkipSimplifiedLayerNormalization", ins, n_out=1, epsilon=1e-6))
+    check(*run_both("SkipSimplifiedLayerNormalization", ins[:3], n_out=1, epsilon=1e-6))
+
+
 def test_mapping_attention_onto_onnxedge_mha():
     for mask in ("1d_lengths", "2d_raw", "none"):
         ops = _mapped_ops("Attention", _attention_inputs(MASKS[mask]), num_heads=N,

@@ -8,6 +8,10 @@ providers that claim onnxedge's fused ops (WebGPU, the C kernels, ...) run them 
                                  -> LayerNormalization(Add(Add(x, skip), bias), gamma, beta)
                                     (its input_skip_bias_sum output is the Add's; only when
                                     the mean / inv_std_var outputs are unused)
+    SkipSimplifiedLayerNormalization(x, skip, gamma[, bias])
+                                 -> SimplifiedLayerNormalization(Add(Add(x, skip), bias), gamma)
+                                    (default domain, onnxruntime's RMS normalization; same
+                                    conditions)
     MultiHeadAttention(q, k, v[, bias]) with 3-D q/k/v, no mask, past or present
                                  -> com.onnxedge MultiHeadAttention([q + bq], [k + bk], [v + bv])
     Attention(x, W, b[, mask_index]) with constant W and b, no past / present / attention_bias,
@@ -77,7 +81,12 @@ def _map_skip_layer_norm(ctx: PassContext, node: ir.Node) -> bool:
     outs = list(node.outputs) + [""] * (4 - len(node.outputs))
     if not (_unused(ctx, outs[1]) and _unused(ctx, outs[2])):
         return False
-    x, skip, gamma, beta, bias = (_input(node, i) for i in range(5))
+    simplified = node.op_type == "SkipSimplifiedLayerNormalization"
+    if simplified:   # (input, skip, gamma[, bias]): no beta
+        x, skip, gamma, bias = (_input(node, i) for i in range(4))
+        beta = ""
+    else:
+        x, skip, gamma, beta, bias = (_input(node, i) for i in range(5))
     if not _is_f32(ctx, x, skip, gamma, beta, bias):
         return False
     eps = float(node.attributes.get("epsilon", 1e-12))
@@ -90,7 +99,9 @@ def _map_skip_layer_norm(ctx: PassContext, node: ir.Node) -> bool:
         nodes.append(ir.Node("Add", [first, bias], [total], name=node.name + "_bias"))
     ln_in = [total, gamma] + ([beta] if beta else [])
     attrs = {"axis": -1, "epsilon": eps}
-    if ctx.opsets.get("", 0) >= 17:
+    if simplified:   # onnxruntime's RMS normalization, registered in the default domain
+        nodes.append(ir.Node("SimplifiedLayerNormalization", ln_in, [outs[0]], attrs, name=node.name))
+    elif ctx.opsets.get("", 0) >= 17:
         nodes.append(ir.Node("LayerNormalization", ln_in, [outs[0]], attrs, name=node.name))
     else:
         nodes.append(ctx.make_node("LayerNormalization", ln_in, [outs[0]], attrs, FUSED_DOMAIN,
@@ -243,7 +254,8 @@ def _map_attention(ctx: PassContext, node: ir.Node) -> bool:
 
 
 _MAPS = {"Gelu": _map_gelu, "BiasGelu": _map_gelu, "FastGelu": _map_gelu,
-         "SkipLayerNormalization": _map_skip_layer_norm, "MultiHeadAttention": _map_mha,
+         "SkipLayerNormalization": _map_skip_layer_norm,
+         "SkipSimplifiedLayerNormalization": _map_skip_layer_norm, "MultiHeadAttention": _map_mha,
          "Attention": _map_attention}
 
 
