@@ -182,11 +182,43 @@ int oxk_gather(const oxk_gather_args* g, const float* a, const void* index, floa
 
 typedef struct { const oxk_resample_args* g; const float* a; float* y; long rows, per_task; } resample_job;
 
+/* Output row r (plane p, row oy) from the columns' pass over `rows` (iw values: the rows' pass of
+ * this output row, or the input row itself when that pass is one tap of weight 1, which is exact). */
+static void resample_columns(const oxk_resample_args* g, const float* rows, float* dst) {
+    int tx = g->tx, ox, tb;
+    if (tx == 1) {
+        for (ox = 0; ox < g->ow; ox++) {
+            float w = g->wx[ox];
+            dst[ox] = w == 1.0f ? rows[g->ix[ox]] : rows[g->ix[ox]] * w;
+        }
+        return;
+    }
+    for (ox = 0; ox < g->ow; ox++) {
+        const int32_t* cx = g->ix + (long)ox * tx;
+        const float* qx = g->wx + (long)ox * tx;
+        float acc = rows[cx[0]] * qx[0], term;
+        for (tb = 1; tb < tx; tb++) {
+            term = rows[cx[tb]] * qx[tb];
+            acc = acc + term;
+        }
+        dst[ox] = acc;
+    }
+}
+
+static int same_taps(const oxk_resample_args* g, int oy0, int oy1) {
+    int t;
+    for (t = 0; t < g->ty; t++)
+        if (g->iy[(long)oy0 * g->ty + t] != g->iy[(long)oy1 * g->ty + t] ||
+            g->wy[(long)oy0 * g->ty + t] != g->wy[(long)oy1 * g->ty + t]) return 0;
+    return 1;
+}
+
 static void resample_task(void* ctx, int t) {
     const resample_job* j = (const resample_job*)ctx;
     const oxk_resample_args* g = j->g;
-    int ty = g->ty, tx = g->tx, ox, ta, tb;
-    long r = (long)t * j->per_task, r1 = lmin(r + j->per_task, j->rows);
+    int ty = g->ty, ta, ix;
+    long r0 = (long)t * j->per_task, r = r0, r1 = lmin(r0 + j->per_task, j->rows);
+    float* tmp = (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)g->iw * sizeof(float));
     for (; r < r1; r++) {
         long p = r / g->oh;
         int oy = (int)(r % g->oh);
@@ -194,21 +226,46 @@ static void resample_task(void* ctx, int t) {
         const int32_t* cy = g->iy + (long)oy * ty;
         const float* qy = g->wy + (long)oy * ty;
         float* dst = j->y + r * (long)g->ow;
-        for (ox = 0; ox < g->ow; ox++) {
-            const int32_t* cx = g->ix + (long)ox * tx;
-            const float* qx = g->wx + (long)ox * tx;
-            float acc = 0.0f;
-            for (tb = 0; tb < tx; tb++) {
-                /* the rows' pass first (the CPU provider resizes axis H before W), then columns */
-                float col = plane[(long)cy[0] * g->iw + cx[tb]] * qy[0], term;
-                for (ta = 1; ta < ty; ta++) {
-                    term = plane[(long)cy[ta] * g->iw + cx[tb]] * qy[ta];
-                    col = col + term;
+        if (r > r0 && oy > 0 && same_taps(g, oy - 1, oy)) {   /* the row above again (upsampling) */
+            memcpy(dst, dst - g->ow, (size_t)g->ow * sizeof(float));
+            continue;
+        }
+        if (ty == 1 && qy[0] == 1.0f) {
+            resample_columns(g, plane + (long)cy[0] * g->iw, dst);
+            continue;
+        }
+        if (tmp) {   /* the rows' pass over the whole row (the CPU kernel resizes axis H first) */
+            const float* row = plane + (long)cy[0] * g->iw;
+            float w = qy[0];
+            for (ix = 0; ix < g->iw; ix++) tmp[ix] = row[ix] * w;
+            for (ta = 1; ta < ty; ta++) {
+                row = plane + (long)cy[ta] * g->iw;
+                w = qy[ta];
+                for (ix = 0; ix < g->iw; ix++) {
+                    float term = row[ix] * w;
+                    tmp[ix] = tmp[ix] + term;
                 }
-                term = col * qx[tb];
-                acc = tb == 0 ? term : acc + term;
             }
-            dst[ox] = acc;
+            resample_columns(g, tmp, dst);
+            continue;
+        }
+        {   /* no scratch: the same sums, output by output */
+            int ox, tb;
+            for (ox = 0; ox < g->ow; ox++) {
+                const int32_t* cx = g->ix + (long)ox * g->tx;
+                const float* qx = g->wx + (long)ox * g->tx;
+                float acc = 0.0f;
+                for (tb = 0; tb < g->tx; tb++) {
+                    float col = plane[(long)cy[0] * g->iw + cx[tb]] * qy[0], term;
+                    for (ta = 1; ta < ty; ta++) {
+                        term = plane[(long)cy[ta] * g->iw + cx[tb]] * qy[ta];
+                        col = col + term;
+                    }
+                    term = col * qx[tb];
+                    acc = tb == 0 ? term : acc + term;
+                }
+                dst[ox] = acc;
+            }
         }
     }
 }
@@ -226,7 +283,7 @@ int oxk_resample(const oxk_resample_args* g, const float* a, float* y) {
         if (g->ix[k] < 0 || g->ix[k] >= g->iw) return OXK_EARG;
     j.g = g; j.a = a; j.y = y;
     j.rows = (long)g->planes * g->oh;
-    j.per_task = (long)g->ow * g->tx * g->ty >= CHUNK ? 1 : CHUNK / ((long)g->ow * g->tx * g->ty);
+    j.per_task = (long)g->ow * g->tx >= CHUNK ? 1 : CHUNK / ((long)g->ow * g->tx);
     oxk_parallel_for((int)((j.rows + j.per_task - 1) / j.per_task), resample_task, &j);
     return 0;
 }

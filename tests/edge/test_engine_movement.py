@@ -5,6 +5,7 @@ program against the node-by-node run (bitwise); the ONNX node-suite cases throug
 (engine-backed) session; claims; and conv nets that stay one engine step across these ops."""
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -465,3 +466,38 @@ def test_node_suite_cases_through_the_engine():
         ran += 1
         programs += len(_programs(sess)) > 0
     assert ran >= 60 and programs >= 50, (ran, programs)
+
+
+# ----------------------------------------------------------------------------- the page
+
+@pytest.mark.parametrize("module", ["host", "node"])
+def test_page_runs_the_unet_step_as_one_program(module):
+    """The wasm provider compiles the same plans (the shared compiler): the UNet step is one wasm
+    program on the host build over a numpy "wasm memory" and on the real oxk.wasm under node."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "unit"))
+    from onnxedge.web.wasm import transport
+    if module == "host":
+        from wasm_host_kernels import HostKernels
+        k = HostKernels()
+    else:
+        import wasm_node_kernels as W
+        why = W.available()
+        if why:
+            pytest.skip(why)
+        k = W.NodeKernels()
+    transport.install(k)
+    try:
+        model, hw = _net_model("unet")
+        sess = onnxedge.InferenceSession(model, providers=["WasmSimdExecutionProvider", "CPUExecutionProvider"])
+        assert [s.provider for s in sess._plan.steps] == ["WasmSimdExecutionProvider"]
+        x = np.random.default_rng(9).standard_normal((2, 4, hw, hw)).astype(np.float32)
+        want = _cpu(model, {"x": x})[0]
+        sess.run(None, {"x": x})
+        k.counts.clear()
+        got = sess.run(None, {"x": x})[0]
+        assert k.counts["program_run"] == 1
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    finally:
+        transport.install(None)
+        if module == "node":
+            k.close()
