@@ -195,6 +195,16 @@ def _with_cpu_engine(requested: List[Tuple[str, Dict[str, Any]]]
     return requested[:at] + [(engine, {})] + requested[at:]
 
 
+def _keeps_qdq(providers: Optional[Sequence[Any]],
+               provider_options: Optional[Sequence[Dict[str, Any]]]) -> bool:
+    """True when a requested provider takes QDQ groups itself (keeps_qdq_groups: NNAPI, CoreML)."""
+    if not providers:
+        return False
+    classes = discovery.provider_classes()
+    return any(getattr(classes.get(name), "keeps_qdq_groups", False)
+               for name, _ in _normalize_providers(providers, provider_options))
+
+
 def _normalize_providers(providers: Optional[Sequence[Any]],
                          provider_options: Optional[Sequence[Dict[str, Any]]]) -> List[Tuple[str, Dict[str, Any]]]:
     if not providers:
@@ -289,7 +299,7 @@ class InferenceSession:
         self._loaded_node_count = len(self._model.graph.nodes)
         _override_free_dims(self._model.graph, opts._free_dims)
         _replace_initializers(self._model.graph, opts._initializers)
-        self._optimize(opts)
+        self._optimize(opts, _keeps_qdq(providers, provider_options))
         graph = self._model.graph
         self._functions = {(f.domain, f.name): f for f in self._model.functions}
         opsets = dict(self._model.opset_imports)
@@ -323,9 +333,10 @@ class InferenceSession:
 
     # ------------------------------------------------------------------ construction helpers
 
-    def _optimize(self, opts: SessionOptions) -> None:
-        """Rewrite the model at `graph_optimization_level` (ORT_DISABLE_ALL keeps it as loaded)
-        and write the result when optimized_model_filepath is set (`.oxe` or `.onnx`)."""
+    def _optimize(self, opts: SessionOptions, keep_qdq: bool = False) -> None:
+        """Rewrite the model at `graph_optimization_level` (ORT_DISABLE_ALL keeps it as loaded;
+        `keep_qdq`: leave QDQ groups unfused, for providers that take them) and write the result
+        when optimized_model_filepath is set (`.oxe` or `.onnx`)."""
         level = int(opts.graph_optimization_level)
         if level not in {int(x) for x in GraphOptimizationLevel}:
             raise InvalidArgument("graph_optimization_level %r is not one of %s"
@@ -342,7 +353,7 @@ class InferenceSession:
                             "convert --optimize` or `onnxedge reduce`)", self._model.graph.name,
                             optimizer_stamp.level_name(level))
             else:
-                self._model = optimizer.optimize(self._model, level)
+                self._model = optimizer.optimize(self._model, level, keep_qdq=keep_qdq)
         if opts.optimized_model_filepath:
             from . import model_io
             model_io.save(self._model, opts.optimized_model_filepath)

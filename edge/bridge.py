@@ -214,7 +214,8 @@ def artifact_key(sub: ir.Graph, target: str, target_options: Optional[Dict[str, 
 # --------------------------------------------------------------------------- the provider
 
 class BridgeProvider(ExecutionProvider):
-    """Base of the CoreML and NNAPI providers (see the module docstring).
+    """Base of the CoreML and NNAPI providers (see the module docstring). They translate QDQ
+    groups into their own quantized ops, so sessions keep those groups (keeps_qdq_groups).
 
     Options: `reference` (bool: run artifacts in the numpy interpreter instead of the device),
     `artifact_dir` (folder of pre-translated artifacts, `<key>/artifact.json`, looked up before
@@ -225,6 +226,8 @@ class BridgeProvider(ExecutionProvider):
     A subclass whose translator lives in its own module names it in `TRANSLATOR_MODULE` and
     imports it lazily (inside `translate`), so a device build without it still imports.
     """
+
+    keeps_qdq_groups = True
 
     name = "BridgeExecutionProvider"
     target = "bridge"

@@ -10,6 +10,8 @@ saved with it (`.oxe` or `.onnx`), so a device that opens it skips the passes it
 - basic: constant folding with the CPU kernels, Identity/Dropout elimination, shape-op folding,
   Reshape targets computed from the input's shape, Reshape/Squeeze/Unsqueeze/Flatten chains,
   dead-node elimination.
+- all: the QDQ fusion first (QLinearConv / QLinearMatMul / QGemm / QLinearGlobalAveragePool
+  from onnxruntime's QDQ groups, exact against onnxruntime's own fusion), then extended's passes.
 - extended (and all): Conv+BatchNormalization, Conv/Gemm/MatMul + bias, Conv + shortcut Add,
   Gemm/Conv/MatMul + activation, LayerNormalization and Gelu from their decomposed forms, multi-head attention;
   onnxruntime's transformer contrib ops (Attention, MultiHeadAttention, SkipLayerNormalization,
@@ -29,15 +31,22 @@ from ..optimizer_stamp import LEVELS, STAMP_KEY, VERSION, already_optimized, lev
 log = logging.getLogger("onnxedge")
 
 
-def optimize(model: ir.Model, level: Union[str, int] = "all") -> ir.Model:
-    """The model rewritten by every pass at `level` and below (a copy; `model` is unchanged)."""
+def optimize(model: ir.Model, level: Union[str, int] = "all", keep_qdq: bool = False) -> ir.Model:
+    """The model rewritten by every pass at `level` and below (a copy; `model` is unchanged).
+    `keep_qdq` leaves QDQ groups as they are (no qdq_fusion; for providers that take them): the
+    result is then stamped "extended", so a later session may still fuse them."""
     name = level_name(level)
     if name == "disable" or already_optimized(model, name):
         return model
     from .manager import PASSES, run_passes
+    from .passes import qdq_fusion
+    passes = PASSES[name]
+    if keep_qdq and qdq_fusion.run in passes:
+        passes = [p for p in passes if p is not qdq_fusion.run]
+        name = "extended"
     out = copy_model(model)
     try:
-        run_passes(out, out.graph, PASSES[name])
+        run_passes(out, out.graph, passes)
     except OnnxEdgeError:
         raise
     except Exception as e:  # a pass's own bug must not stop a model that runs unoptimized

@@ -12,8 +12,8 @@ from ..checker import topological_order
 from .context import PassContext
 from .passes import (activation_fusion, attention_fusion, bias_fusion, constant_folding,
                      contrib_mapping, conv_add_fusion, conv_bn, dead_code, eliminate, gelu_fusion,
-                     if_folding, layer_norm_fusion, reshape_chain, reshape_target, shape_folding,
-                     silu_fusion)
+                     if_folding, layer_norm_fusion, qdq_fusion, reshape_chain, reshape_target,
+                     shape_folding, silu_fusion)
 
 Pass = Callable[[PassContext], bool]
 MAX_ROUNDS = 8
@@ -24,8 +24,12 @@ EXTENDED: List[Pass] = BASIC + [contrib_mapping.run, conv_bn.run, bias_fusion.ru
                                 conv_add_fusion.run, gelu_fusion.run, layer_norm_fusion.run,
                                 attention_fusion.run, silu_fusion.run,
                                 activation_fusion.run]
+# "all" adds the QDQ fusion (integer QLinearConv / QLinearMatMul / QGemm from QDQ groups) before
+# the extended fusions (which would take its Conv + Relu); sessions whose providers consume QDQ
+# groups themselves leave it out (optimize(keep_qdq=True)).
+ALL: List[Pass] = BASIC + [qdq_fusion.run] + EXTENDED[len(BASIC):]
 PASSES: Dict[str, List[Pass]] = {"disable": [], "basic": BASIC, "extended": EXTENDED,
-                                 "all": EXTENDED}
+                                 "all": ALL}
 
 
 def tidy(graph: ir.Graph, outer: Iterable[str] = ()) -> None:

@@ -136,6 +136,9 @@ class ExecutionProvider:
 
     name = "ExecutionProvider"
     device_type = "cpu"   # where its tensors live; "cpu" is the host (device_values)
+    # True for providers that take QDQ groups (DequantizeLinear -> op -> QuantizeLinear) as they
+    # are: a session asking for one leaves the optimizer's QDQ fusion out (optimize keep_qdq)
+    keeps_qdq_groups = False
 
     def __init__(self, options: Optional[Dict[str, Any]] = None):
         self.options = dict(options or {})

@@ -323,7 +323,7 @@ typedef struct { int hw, x_type, x_zero, y_zero, qmin, qmax; float scale; } oxk_
 typedef struct { int part; } oxk_dql_args;
 /* Pack `rows` rows of K integer values W[r * stride_r + k * stride_k] (type w_type, int8 or uint8)
  * minus their zero points (one per row when zero_per_row, else zero[0]) as int16 rows of K rounded
- * up to even, rows rounded up to 4 (padding 0). */
+ * up to even, then a tile (4 rows) of zeros and more up to a multiple of 4. */
 OXK_API size_t oxk_qpack_rows_size(int rows, int K);
 OXK_API int oxk_qpack_rows(const void* W, int w_type, int rows, int K, int stride_r, int stride_k,
                            const int32_t* zero, int zero_per_row, int8_t* packed);

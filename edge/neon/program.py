@@ -17,12 +17,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops, ir, oxk_program
+from onnxedge import fused_ops, ir, oxk_program, oxk_rnn
 from onnxedge.oxk_program import (ALIGN, EMIT as SHARED_EMIT, MAX_PROGRAMS, Buf as _Buf,  # noqa: F401
                                   Builder, Compiled, Record, Target, Unsupported, emit_conv_sum,
-                                  emit_gemm_plan, emit_matmul, plan_arena as _plan_arena, record_values)
+                                  emit_computed_matmul, emit_gemm_plan, plan_arena as _plan_arena,
+                                  record_values)
 
-from . import library as L
+from . import library as L, quantized
 from .library import KernelLibrary, data_address
 
 F32 = np.dtype(np.float32)
@@ -66,10 +67,10 @@ def _gemm(bd: Builder, node: ir.Node, run: Any) -> None:
         bd.keep.append(plan)
         emit_gemm_plan(bd, node, plan.addr, plan.struct.K, plan.struct.N, bool(plan.struct.transA))
         return
-    if node.op_type != "MatMul":
+    if node.op_type not in ("MatMul", "FusedMatMul"):
         raise Unsupported("%s with a weight computed at run time or a C that is not a per-column "
                           "bias runs node by node" % node.op_type)
-    emit_matmul(bd, node)
+    emit_computed_matmul(bd, node)
 
 
 def _planned(bd: Builder, node: ir.Node, run: Any, op: int) -> None:
@@ -103,10 +104,12 @@ EMIT.update({
     "Gemm": _gemm, "FusedGemm": _gemm, "MatMul": _gemm, "FusedMatMul": _gemm,
     "Conv": lambda bd, n, r: _planned(bd, n, r, L.OP_CONV2D),
     "FusedConv": lambda bd, n, r: _planned(bd, n, r, L.OP_CONV2D),
-    "MaxPool": lambda bd, n, r: _planned(bd, n, r, L.OP_POOL2D),
     "ConvTranspose": lambda bd, n, r: _planned(bd, n, r, oxk_program.OP_CONVT),
+    "MaxPool": lambda bd, n, r: _planned(bd, n, r, L.OP_POOL2D),
     "AveragePool": lambda bd, n, r: _planned(bd, n, r, L.OP_POOL2D),
+    "LSTM": oxk_rnn.emit, "GRU": oxk_rnn.emit,
 })
+EMIT.update(quantized.EMIT)   # QLinearConv, QLinearMatMul, QGemm, Q/DQ, ... (issue #17)
 
 
 # ----------------------------------------------------------------------------- the program
@@ -129,7 +132,7 @@ class Program:
         # what a run does, worked out once: an output read by one exported value is made in that
         # value's shape (no reshape); the others are made flat and each value is a reshaped view
         users = [[e for e in c.exports if e[1] == j] for j in range(len(c.out_sizes))]
-        self._alloc = [(users[j][0][2] if len(users[j]) == 1 else (n,), F32)
+        self._alloc = [(users[j][0][2] if len(users[j]) == 1 else (n,), c.out_dtypes[j])
                        for j, n in enumerate(c.out_sizes)]
         self._sets = [(name, j, None if len(users[j]) == 1 else shape)
                       for name, j, shape in c.exports]
