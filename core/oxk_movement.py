@@ -549,7 +549,7 @@ def reason(node: ir.Node, facts: Any, engine: str) -> Optional[str]:
             return "input %r is not float32 (ONNX element type %d); %s programs move float32 values" \
                 % (name, et, engine)
         rank = facts.rank(name) if name else None
-        if rank is not None and rank > COPY_RANK and op != "Concat":
+        if rank is not None and rank > COPY_RANK:
             return "input %r has rank %d; %s copies up to %d axes" % (name, rank, engine, COPY_RANK)
     opset = facts.opset_of(node) if hasattr(facts, "opset_of") else 13
     mode = node.attributes.get("mode")
