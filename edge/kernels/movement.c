@@ -127,7 +127,13 @@ int oxk_strided_copy(const oxk_copy_args* g, const float* a, float* y) {
 
 /* ------------------------------------------------------------------------------------ gather */
 
-typedef struct { const oxk_gather_args* g; const float* a; const int32_t* idx; float* y; long rows, per_task; } gather_job;
+typedef struct {
+    const oxk_gather_args* g;
+    const float* a;
+    const int32_t* idx;   /* the table, or the run-time indices checked and normalized */
+    float* y;
+    long rows, per_task;
+} gather_job;
 
 static void gather_task(void* ctx, int t) {
     const gather_job* j = (const gather_job*)ctx;
