@@ -40,7 +40,7 @@ ACTS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwis
 OP_SGEMM, OP_CONV2D, OP_POOL2D, OP_GLOBAL_POOL, OP_ACT, OP_BINARY, OP_SOFTMAX, OP_LOGSOFTMAX, OP_COPY = \
     range(1, 10)
 OP_STRIDED, OP_GATHER, OP_RESAMPLE = 30, 31, 32   # movement.c (onnxedge.oxk_movement's steps)
-OP_QCONV, OP_QGEMM, OP_QUANTIZE, OP_DEQUANTIZE, OP_QGLOBAL_POOL, OP_DQL = range(50, 56)   # quantized.c
+OP_QCONV, OP_QGEMM, OP_QUANTIZE, OP_DEQUANTIZE, OP_QGLOBAL_POOL, OP_DQL = range(50, 56)   # quantization.c
 OP_ATTENTION, OP_MATMUL = 40, 41   # attention.c: com.onnxedge MultiHeadAttention, MatMul of computed B
 OP_CONVT = 45   # conv.c: ConvTranspose (oxk_convt_plan)
 SLOT_INPUT, SLOT_OUTPUT, SLOT_ARENA, SLOT_CONST = range(4)

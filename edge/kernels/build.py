@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LIBDIR = os.path.join(os.path.dirname(HERE), "neon", "lib")
 BUILD = os.path.join(HERE, "build")
 SOURCES = ["common.c", "threadpool.c", "matmul.c", "conv.c", "pool.c", "matmul_int8.c", "ref.c", "layout.c",
-           "elementwise.c", "normalization.c", "movement.c", "program.c", "quantized.c", "attention.c",
+           "elementwise.c", "normalization.c", "movement.c", "program.c", "quantization.c", "attention.c",
            "recurrent.c"]
 HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "matmul_int8_impl.h", "gemm_isa.h", "matmul_x86_impl.h",
            "conv_dw.h", "conv_dw_impl.h"]
@@ -38,7 +38,7 @@ HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "matmul_int8_impl.h", "gemm_isa.h", "
 # chosen at load (gemm_isa.h, conv_dw.h)
 X86_CORES = [["matmul_avx2.c", "-mavx2", "-mfma"], ["matmul_avx512.c", "-mavx512f", "-mavx2", "-mfma"],
              ["conv_dw_avx2.c", "-mavx2", "-mfma"], ["conv_dw_avx512.c", "-mavx512f", "-mavx2", "-mfma"],
-             ["quantized_avx2.c", "-mavx2"]]
+             ["quantization_avx2.c", "-mavx2"]]
 COMMON = ["-O3", "-std=c99", "-D_GNU_SOURCE", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra",
           "-Wno-unused-parameter", "-Werror"]
 LIBNAME = "libonnxedge_kernels"

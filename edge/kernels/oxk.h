@@ -287,7 +287,7 @@ OXK_API int oxk_batchnorm(const oxk_batchnorm_args* a, int outer, const float* x
                           const float* bias, const float* mean, const float* var, float* y);
 OXK_API int oxk_reduce(const oxk_reduce_args* a, int outer, const float* x, float* y);
 
-/* ---- Quantized ops (issue #17; quantized.c): opcodes 50-55. ----------------------------------
+/* ---- Quantized ops (issue #17; quantization.c): opcodes 50-55. ----------------------------------
  * Integer tensors are OXK_QT_INT8, OXK_QT_UINT8 or OXK_QT_INT32. Requantization (QLinearConv,
  * QLinearMatMul, QGemm, QLinearGlobalAveragePool, as onnxruntime's MLAS does it): the int32 sum
  * (plus the int32 bias) times the float32 multiplier, clamped to [qmin - zero, qmax - zero],

@@ -1,6 +1,6 @@
 """The engine's quantized ops (issue #17): QLinearConv / ConvInteger, QLinearMatMul / MatMulInteger
 / com.microsoft QGemm, QuantizeLinear / DequantizeLinear (per tensor), DynamicQuantizeLinear,
-com.microsoft QLinearGlobalAveragePool and Cast of integers to float32, on quantized.c.
+com.microsoft QLinearGlobalAveragePool and Cast of integers to float32, on quantization.c.
 
 Each op has a support check (the graph's declared types), a node-by-node build and a program
 emitter; both paths call the same C kernels with the same plans, so a group's first run gives the

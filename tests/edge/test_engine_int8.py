@@ -1,4 +1,4 @@
-"""The C engine's int8 path (issue #17): quantized.c's kernels against an integer numpy reference
+"""The C engine's int8 path (issue #17): quantization.c's kernels against an integer numpy reference
 (exact), the qdq_fusion pass on models onnxruntime's quantizers write (static QDQ and QOperator,
 per tensor and per channel; dynamic) against onnxruntime, programs against the node-by-node path
 (bitwise), and the ONNX node cases of the quantized ops through the default (engine) session."""
@@ -363,3 +363,21 @@ def test_onnx_node_cases_on_the_engine(info):
                 np.testing.assert_allclose(gv, wv, rtol=1e-6)
             else:
                 np.testing.assert_array_equal(gv, wv)
+
+
+def test_generic_build_gives_the_same_bits(lib):
+    """The plain-C tile (every target without SSE2/AVX2/NEON) against the host build's."""
+    gen = L.load("generic")
+    for N, C, H, W, co, k, group, s, pads, d in CONV_CASES[:4]:
+        x, w = _q((N, C, H, W), np.uint8), _q((co, C // group, k, k), np.int8)
+        outs = []
+        for lb in (lib, gen):
+            packed = lb.qpack_rows(w.reshape(co, -1), np.zeros(1))
+            OH = (H + pads[0] + pads[2] - d * (k - 1) - 1) // s + 1
+            OW = (W + pads[1] + pads[3] - d * (k - 1) - 1) // s + 1
+            plan = lb.qconv_plan(x.shape, x.dtype, 7, packed, co, (k, k), group, (s, s), (d, d), pads,
+                                 (OH, OW), np.dtype(np.int32))
+            y = np.empty((N, co, OH, OW), np.int32)
+            assert plan.fn(plan.addr, N, x.ctypes.data, None, y.ctypes.data) == 0
+            outs.append(y)
+        np.testing.assert_array_equal(outs[0], outs[1])

@@ -1,4 +1,4 @@
-/* quantized.c - integer convolution and GEMM with onnxruntime's requantization, QuantizeLinear /
+/* quantization.c - integer convolution and GEMM with onnxruntime's requantization, QuantizeLinear /
  * DequantizeLinear, the quantized global average pool and DynamicQuantizeLinear (issue #17).
  *
  * Both matrix ops run one int16 kernel: out[r][c] = sum_k U[r][k] * V[k][c], where U (rows of K,

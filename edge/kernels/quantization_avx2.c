@@ -1,6 +1,6 @@
-/* quantized_avx2.c - the quantized kernels' 4 x 16 int16 tile with AVX2 (vpmaddwd on ymm: two
+/* quantization_avx2.c - the quantized kernels' 4 x 16 int16 tile with AVX2 (vpmaddwd on ymm: two
  * k per product, 8 columns per register); compiled only for x86-64 with -mavx2 and chosen at run
- * time by quantized.c. Integer sums are exact: it gives the SSE2 tile's bits. */
+ * time by quantization.c. Integer sums are exact: it gives the SSE2 tile's bits. */
 #include <immintrin.h>
 #include "oxk.h"
 
