@@ -149,7 +149,8 @@ def _prepare(d):
         cases["qgemm"].append(c)
     (m1, f1), m2, f2 = mlp(), small_cnn(), small_cnn_inputs(batch=1)
     m3, f3 = _norm_model()
-    for c, model, feeds in (("mlp", m1, f1), ("cnn", m2, f2), ("norm", m3, f3)):
+    m4, f4 = _movement_model()
+    for c, model, feeds in (("mlp", m1, f1), ("cnn", m2, f2), ("norm", m3, f3), ("move", m4, f4)):
         # the sysroot has no `onnx` package: the model goes as .oxe (numpy + flatbuffers only)
         model_io.save(model_io.load(model), os.path.join(d, c + ".oxe"))
         np.savez(os.path.join(d, c + "_in.npz"), **feeds)
@@ -157,6 +158,39 @@ def _prepare(d):
         cases["models"].append(c)
     json.dump(cases, open(os.path.join(d, "cases.json"), "w"))
     return want
+
+
+def _movement_model():
+    """The engine's data movement (issue #17, movement.c) chained in one graph: Transpose, Resize
+    (linear, then nearest by sizes), Slice with a negative step, reflect Pad, DepthToSpace (CRD),
+    Split, Gather of run-time int64 indices, Concat, Expand and Tile."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(12)
+    n = helper.make_node
+    i64 = lambda *v: np.array(v, np.int64)   # noqa: E731
+    inits = {"sc": np.array([1, 1, 2, 1.5], np.float32), "st": i64(-1), "en": i64(-100), "ax": i64(3),
+             "sp": i64(-2), "pads": i64(0, 0, 1, 2, 0, 0, 2, 1), "split": i64(10, 16), "shape": i64(2, 1, 1, 1),
+             "sizes": i64(2, 4, 15, 23), "reps": i64(1, 1, 1, 2)}
+    nodes = [n("Transpose", ["x"], ["t"], perm=[0, 1, 3, 2]),
+             n("Resize", ["t", "", "sc"], ["r"], mode="linear"),
+             n("Slice", ["r", "st", "en", "ax", "sp"], ["s"]),
+             n("Pad", ["s", "pads"], ["p"], mode="reflect"),
+             n("DepthToSpace", ["p"], ["d"], blocksize=2, mode="CRD"),
+             n("Split", ["d", "split"], ["a", "b"], axis=2),
+             n("Gather", ["b", "ids"], ["g"], axis=2),
+             n("Concat", ["a", "g"], ["c"], axis=1),
+             n("Expand", ["c", "shape"], ["e"]),
+             n("Resize", ["e", "", "", "sizes"], ["z"], mode="nearest", nearest_mode="floor",
+               coordinate_transformation_mode="asymmetric"),
+             n("Tile", ["z", "reps"], ["y"])]
+    g = helper.make_graph(nodes, "move", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 5]),
+                                          helper.make_tensor_value_info("ids", TensorProto.INT64, [10])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    return m.SerializeToString(), {"x": rng.standard_normal((1, 8, 6, 5)).astype(np.float32),
+                                   "ids": rng.integers(-16, 16, 10).astype(np.int64)}
 
 
 def _norm_model():
@@ -257,6 +291,12 @@ def test_normalizations_and_reductions_match_onnxruntime_under_qemu(a72):
     on_neon = {op for op, p in report["partition"]["norm"] if p == "NeonExecutionProvider"}
     assert on_neon >= {"LayerNormalization", "InstanceNormalization", "BatchNormalization", "ReduceMean",
                        "ReduceMax", "ReduceL2"}
+
+
+def test_data_movement_matches_onnxruntime_under_qemu(a72):
+    report, d, want = a72
+    np.testing.assert_allclose(np.load(os.path.join(d, "out_move.npy")), want["move"], rtol=1e-5, atol=1e-5)
+    assert {p for _, p in report["partition"]["move"]} == {"NeonExecutionProvider"}
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
