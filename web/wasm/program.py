@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import struct
 import threading
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from onnxedge import ir, oxk_program
+from onnxedge.errors import OnnxEdgeError
 from onnxedge.oxk_program import (EMIT as SHARED_EMIT, OP_CONV2D, OP_POOL2D, Builder, Compiled, Target,
                                   Unsupported, emit_conv_sum, emit_gemm_plan, emit_global_pool)
 
@@ -31,6 +32,7 @@ class WasmTarget(Target):
     def __init__(self, kernels: Kernels):
         self.kernels = kernels
         self.blocks: List[int] = []
+        self.on_release: List[Callable[[], None]] = []   # called once the blocks are given back
 
     def _own(self, ptr: int) -> int:
         self.blocks.append(ptr)
@@ -56,6 +58,9 @@ class WasmTarget(Target):
 
     def release(self) -> None:
         blocks, self.blocks = self.blocks, []
+        hooks, self.on_release = self.on_release, []
+        for hook in hooks:   # first: whoever holds the addresses stops using them
+            hook()
         for p in blocks:
             self.kernels.free(p)
 
@@ -74,6 +79,7 @@ class WasmProgram:
         self.ins = t.pointers(self.in_ptrs)
         self.outs = t.pointers(self.out_ptrs)
         self.arena = t.block(c.arena_bytes)
+        self.published: Any = None   # the JS object of describe() that onnxedge.js runs it from
         self._lock = threading.Lock()   # the blocks are the program's own: one run at a time
 
     def run(self, env: Dict[str, Any]) -> None:
@@ -92,6 +98,20 @@ class WasmProgram:
                     k.read(self.out_ptrs[j], y)
                     made[j] = y
                 env[name] = made[j].reshape(shape)
+
+    def describe(self) -> Dict[str, Any]:
+        """What a caller outside Python needs to run the program itself (onnxedge.js does, through
+        oxk.js's `runProgram`): the oxk_program's address, the pointer arrays and arena, each input
+        block {name, ptr, size (floats)} in the order the program reads them, and each exported
+        value {name, ptr, size, dims}. Valid until the program is released (its target's
+        `on_release` hooks are called first)."""
+        t = self.compiled
+        return {"program": int(t.addr), "ins": int(self.ins), "outs": int(self.outs),
+                "arena": int(self.arena),
+                "inputs": [{"name": n, "ptr": int(p), "size": int(size)}
+                           for n, p, size in zip(self.in_names, self.in_ptrs, t.in_sizes)],
+                "outputs": [{"name": n, "ptr": int(self.out_ptrs[j]), "size": int(self.out_sizes[j]),
+                             "dims": [int(d) for d in shape]} for n, j, shape in self.exports]}
 
 
 # ----------------------------------------------------------------------------- emitters
@@ -134,6 +154,92 @@ EMIT.update({"Gemm": _gemm, "FusedGemm": _gemm, "MatMul": _gemm, "FusedMatMul": 
              "GlobalAveragePool": _pool, "GlobalMaxPool": _pool})
 
 
+# program-only ops whose output has the shape of their first input (binary ops broadcast; for the
+# others run_node takes the shape the CPU kernel gave)
+SAME_SHAPE = oxk_program.ACTS + ("Softmax", "LogSoftmax")
+NodeKey = Tuple[Any, ...]
+
+
+def _node_output(node: ir.Node, rec: oxk_program.Record, env: Dict[str, Any]) -> Optional[Tuple[int, ...]]:
+    op, out = node.op_type, node.outputs[0]
+    if op in oxk_program.BINARY_OPS:
+        return oxk_program.broadcast_shape(rec[node.inputs[0]][1], rec[node.inputs[1]][1])
+    if op in SAME_SHAPE:
+        return tuple(rec[node.inputs[0]][1])
+    y = env.get(out)
+    return tuple(y.shape) if type(y) is np.ndarray and y.dtype == F32 else None
+
+
+def shape_from_cpu(node: ir.Node) -> bool:
+    """True for a program-only op `run_node` takes only after its CPU kernel ran (the output's
+    shape comes from that run)."""
+    op = node.op_type
+    return op in EMIT and op not in oxk_program.VIEWS and op not in SAME_SHAPE and \
+        op not in oxk_program.BINARY_OPS
+
+
+def run_node(kernels: Kernels, node: ir.Node, env: Dict[str, Any], opsets: Dict[str, int],
+             cache: Optional[Dict[NodeKey, Optional[WasmProgram]]] = None) -> bool:
+    """Run a program-only node (activation, binary op, Softmax, ...) on its own on the wasm kernels:
+    a one-instruction program made by the same emitter as the step's program, so a node-by-node
+    run and a program run give the same bits (edge/neon/ops.py's `_engine_op` natively). Inputs are
+    copied in, one oxk_program_run call, the output is copied out into env. False when it cannot:
+    a view (the CPU kernel gives the same values without a copy), an input that is not a float32
+    array, a signature the emitter refuses, an op whose output shape only its CPU kernel tells (run
+    that first, then call again: the result is replaced by the kernels'). With `cache`, programs
+    are kept per node and signature (None: a refusal); without, released after the run."""
+    op = node.op_type
+    if op in oxk_program.VIEWS or op not in EMIT or not node.outputs or not node.outputs[0]:
+        return False
+    params = oxk_program.PARAM_INPUTS.get(op, ())
+    rec: oxk_program.Record = {}
+    key: List[Any] = [node]
+    for i, name in enumerate(node.inputs):
+        if not name:
+            continue
+        v = env.get(name)
+        if type(v) is not np.ndarray or (i not in params and v.dtype != F32):
+            return False
+        oxk_program.record_values(env, [name], rec)
+        key.append((v.dtype.str, v.shape, v.tobytes() if i in params and v.size <= oxk_program.PARAM_MAX
+                    else None))
+    shape = _node_output(node, rec, env)
+    if shape is None or any(n and n not in env for n in node.outputs[1:]):
+        return False   # outputs beyond the first: shapes from the CPU kernel's run
+    sig = tuple(key)
+    if cache is not None and sig in cache:
+        prog = cache[sig]
+    else:
+        prog = _node_program(kernels, node, rec, shape, opsets, env)
+        if cache is not None:
+            cache[sig] = prog
+    if prog is None:
+        return False
+    try:
+        prog.run(env)
+    finally:
+        if cache is None:
+            prog.target.release()
+    return True
+
+
+def _node_program(kernels: Kernels, node: ir.Node, rec: oxk_program.Record, shape: Tuple[int, ...],
+                  opsets: Dict[str, int], env: Dict[str, Any]) -> Optional[WasmProgram]:
+    rec[node.outputs[0]] = (F32, shape, None)
+    for name in node.outputs[1:]:
+        v = env.get(name) if name else None
+        if type(v) is np.ndarray:
+            rec[name] = (v.dtype, v.shape, None)
+    target = WasmTarget(kernels)
+    bd = Builder(target, rec, {}, [n for n in node.inputs if n], opsets)
+    try:
+        EMIT[node.op_type](bd, node, None)
+        return WasmProgram(kernels, Compiled(bd, [n for n in node.outputs if n], 1))
+    except (Unsupported, OnnxEdgeError):
+        target.release()
+        return None
+
+
 def cache(kernels: Kernels, nodes: Sequence[ir.Node], op_list: Sequence[Any], inputs: Sequence[str],
           exported: Sequence[str], consts: Dict[str, np.ndarray],
           opsets: Dict[str, int]) -> oxk_program.ProgramCache:
@@ -142,4 +248,4 @@ def cache(kernels: Kernels, nodes: Sequence[ir.Node], op_list: Sequence[Any], in
                                     lambda: WasmTarget(kernels), lambda c: WasmProgram(kernels, c))
 
 
-__all__ = ["EMIT", "WasmProgram", "WasmTarget", "cache"]
+__all__ = ["EMIT", "SAME_SHAPE", "WasmProgram", "WasmTarget", "cache", "run_node", "shape_from_cpu"]

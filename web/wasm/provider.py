@@ -6,13 +6,19 @@ first session that asks for the provider). Weights are packed into wasm memory w
 is created. A step (a run of consecutive claimed nodes) runs as one compiled C program per
 input-shape signature (program.py, the shared onnxedge.oxk_program compiler): after a first run
 node by node (which records the shapes: Conv/Gemm/MatMul/pools on their wasm kernels with a copy in
-and out per node, the other nodes on the CPU kernels), each run copies every step input into wasm memory once, makes one
+and out per node, the program-only ops as one-instruction programs of the same emitters, so the
+first run and the program runs give the same bits, views on the CPU kernels), each run copies every step input into wasm memory once, makes one
 `oxk_program_run` call into wasm and copies each value used outside the step out once; the
 program's buffers and arena are allocated once per signature. A signature the program cannot take
 runs node by node: Conv/Gemm/MatMul/pools on their wasm kernels with activations in wasm memory
 (buffers allocated once per input shape), or, when the step holds program-only ops (activations,
 binary ops, Softmax, views) or inputs the kernels do not take, as the first run does. With
 `programs=0` the program-only ops are not claimed (the CPU provider runs them, as before programs).
+
+In a page the provider is the C engine (`cpu_engine`): a session asking for the CPU provider alone
+gets it in front of the CPU provider, as natively NeonExecutionProvider (session.cpu_engine "0":
+numpy alone). onnxedge.js runs a session that is one wasm step with a compiled program for the
+feeds straight from JS (`WasmProgram.describe`, oxk.js `runProgram`).
 
 Options: `kernels` (a `transport.Kernels`, for tests: another kernel module), `profile` (bool:
 record per-node and copy times in `provider.profile`, milliseconds summed over runs) and
@@ -31,7 +37,7 @@ from onnxedge.providers.base import (CompileContext, ExecutionProvider, Group, S
                                      consecutive_runs)
 from onnxedge.providers.support import Facts
 
-from . import claims, program, transport
+from . import claims, ops, program, transport
 
 F32 = np.dtype(np.float32)
 MAX_SHAPES = 8   # buffer sets kept per step (one per distinct input shapes)
@@ -41,6 +47,9 @@ class WasmSimdExecutionProvider(ExecutionProvider):
     """onnxedge's C kernels as wasm32 SIMD in the page; CPU (numpy) takes the other nodes."""
 
     name = "WasmSimdExecutionProvider"
+    # the page's C engine: sessions put it before the CPU provider (session.cpu_engine), as the
+    # native NeonExecutionProvider; available only where the page's module is initialized
+    cpu_engine = True
     OPTIONS = ("kernels", "profile", "programs")
 
     def __init__(self, options: Optional[Dict[str, Any]] = None):
@@ -151,11 +160,15 @@ class _WasmStep:
         self.programs = program.cache(self.kernels, self.nodes, self.ops, group.inputs, group.exported,
                                       {k: consts[k] for k in group.constants if k in consts},
                                       ctx.opsets) if provider.use_programs else None
+        # one-instruction programs of the program-only nodes, kept for the signatures the step's
+        # program refused (those run node by node every time); a first run releases its own
+        self.node_programs: Dict[Any, Optional[program.WasmProgram]] = {}
 
     def __del__(self) -> None:
         try:
             if self.programs is not None:
                 self.programs.release()
+            self._release_node_programs()
             for b in self.sets.values():
                 if b is not None:
                     b.release()
@@ -163,6 +176,12 @@ class _WasmStep:
                 op.release()
         except Exception:   # the page's module may be gone at interpreter exit
             pass
+
+    def _release_node_programs(self) -> None:
+        progs, self.node_programs = self.node_programs, {}
+        for p in progs.values():
+            if p is not None:
+                p.target.release()
 
     def _bind(self, key: Tuple[Tuple[int, ...], ...]) -> Optional[_Buffers]:
         bufs = _Buffers(self.kernels)
@@ -253,18 +272,34 @@ class _WasmStep:
             _tick(prof, "copy out", t)
 
     def _run_cpu(self, env: Dict[str, Any], rec: Optional[oxk_program.Record] = None) -> None:
-        """Node by node, each kernel op on its wasm kernel when it takes its inputs (a copy in and
-        out per node), every other node on its CPU kernel; `rec` records the values' shapes."""
+        """Node by node, each node on the wasm kernels when they take its inputs (a copy in and
+        out per node; program-only ops as one-instruction programs: the same bits as the step's
+        program), every other node on its CPU kernel; `rec` (a first run) records the values'
+        shapes."""
+        keep = None if rec is not None else self.node_programs
+        if keep is not None and len(keep) > MAX_SHAPES * len(self.nodes):
+            self._release_node_programs()
+            keep = self.node_programs
         for node, op, fallback, names in zip(self.nodes, self.ops, self.fallbacks, self.free):
-            if not self._run_one(op, env):
+            if not self._run_one(op, env, keep):
                 executor.run_compiled([fallback], env, self.run_subgraph)
+                if isinstance(op, ops.ProgramOnlyOp) and program.shape_from_cpu(node):
+                    self._run_one(op, env, keep)   # the kernels' result replaces the CPU kernel's
             if rec is not None:
                 oxk_program.record_values(env, node.outputs, rec)
             for name in names:
                 env.pop(name, None)
 
-    def _run_one(self, op: Any, env: Dict[str, Any]) -> bool:
-        """Run one kernel op on its own (False: it does not take these inputs, or has no kernel)."""
+    def _run_one(self, op: Any, env: Dict[str, Any],
+                 keep: Optional[Dict[Any, Optional[program.WasmProgram]]] = None) -> bool:
+        """Run one op on its own on the wasm kernels (False: they do not take these inputs);
+        `keep` holds program-only ops' one-instruction programs across runs (None: released)."""
+        if isinstance(op, ops.ProgramOnlyOp):
+            try:
+                return program.run_node(self.kernels, op.node, env, self.opsets, keep)
+            except OnnxEdgeError as e:
+                raise type(e)("%s at opset %d (WasmSimdExecutionProvider): %s"
+                              % (op.what, self.opsets.get(op.node.domain, 0), e)) from e
         xs = [env.get(n) for n in op.data]
         if not xs or any(type(x) is not np.ndarray or x.dtype != F32 for x in xs):
             return False
@@ -291,10 +326,32 @@ class _WasmStep:
         return True
 
 
+def direct_program(session: Any, feeds: Dict[str, Any]) -> Optional[program.WasmProgram]:
+    """The compiled program that computes every output of `session` from exactly `feeds` (numpy
+    arrays), when the session's plan is one WasmSimdExecutionProvider step and that step has a
+    program for the feeds' signature (built by an earlier run); None otherwise. onnxedge.js runs
+    such a program straight from JS (`WasmProgram.describe`), without a call into Python."""
+    steps = session.plan.steps
+    if len(steps) != 1 or steps[0].provider != WasmSimdExecutionProvider.name:
+        return None
+    progs = getattr(steps[0], "programs", None)
+    if progs is None or any(type(v) is not np.ndarray or v.dtype != F32 for v in feeds.values()):
+        return None
+    sig = progs.signature(feeds)
+    prog = progs.get(sig) if sig is not None else None
+    if not isinstance(prog, program.WasmProgram) or set(prog.in_names) != set(feeds) \
+            or len(prog.in_names) != len(feeds):
+        return None
+    exported = {name for name, _, _ in prog.exports}
+    if any(o.name not in exported for o in session.get_outputs()):
+        return None
+    return prog
+
+
 def _tick(prof: Dict[str, float], key: str, t0: float) -> float:
     t = time.perf_counter()
     prof[key] = prof.get(key, 0.0) + (t - t0) * 1000.0
     return t
 
 
-__all__ = ["WasmSimdExecutionProvider"]
+__all__ = ["WasmSimdExecutionProvider", "direct_program"]
