@@ -239,7 +239,7 @@ def _ratio(r: Dict[str, Any], ref: Dict[str, Any]) -> str:
 def markdown_table(rows: List[Dict[str, Any]]) -> str:
     """One line per model: median ms of every configuration, the wasm/ort ratios per thread
     count, start-up of onnxruntime-web vs onnxedge (wasm, 1 thread), and the output check."""
-    out = ["| model | ort wasm 1t | ort wasm 2t | onnxedge numpy | onnxedge wasm 1t (in Python) "
+    out = ["| model | ort wasm 1t | ort wasm 2t | onnxedge numpy | onnxedge wasm 1t (own run) "
            "| onnxedge wasm 2t | wasm/ort 1t | wasm/ort 2t | page load to first result, s (ort / onnxedge) "
            "| MB before it (ort / onnxedge) | onnxedge's own share of it, ms (wasm 1t) "
            "| outputs agree (max abs diff) |",

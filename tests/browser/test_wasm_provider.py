@@ -223,9 +223,58 @@ def test_unsupported_attribute_falls_back_to_cpu_with_reason(pages: Any, tmp_pat
     assert "transA=1 is not supported" in by_node["gemm_transA"]["reasons"][WASM]
 
 
-def test_cpu_provider_name_keeps_numpy(pages: Any, model_files: Dict[str, str]):
-    feeds = models.make_inputs("mlp")
-    got = _run(pages[1], "models/mlp.oxe", feeds, executionProviders=["cpu"])
-    _check("mlp", got, model_files["mlp"], feeds)
+DIRECT_JS = """
+async ({model, runs, options}) => {
+  const onnxedge = window.onnxedge;
+""" + JS_TENSOR_CODEC + """
+  const session = await onnxedge.InferenceSession.create(model, options);
+  const out = {providers: session.providers, partition: session.partition(), names: session.outputNames,
+               runs: []};
+  for (const {feeds, fetches} of runs) {
+    const inputs = {};
+    for (const [name, t] of Object.entries(feeds)) inputs[name] = decode(t);
+    const got = await session.run(inputs, fetches || undefined);
+    const outputs = {};
+    for (const [name, t] of Object.entries(got)) outputs[name] = encode(t);
+    out.runs.push({outputs, names: Object.keys(got), direct: session.lastRun.direct,
+                   pythonRuns: session.pythonRuns});
+  }
+  await session.release();
+  return out;
+}
+"""
+
+
+def _direct_runs(page: Any, runs: List[Any], **options: Any) -> Dict[str, Any]:
+    return page.evaluate(DIRECT_JS, {"model": "models/mlp.oxe", "options": options, "runs": [
+        {"feeds": {k: encode_array(v) for k, v in feeds.items()}, "fetches": fetches}
+        for feeds, fetches in runs]})
+
+
+def test_cpu_gets_the_engine_and_runs_from_js_once_compiled(pages: Any, model_files: Dict[str, str]):
+    # 'cpu' gets the wasm engine in front of numpy, as natively the C engine; the MLP is one wasm
+    # step: its first run (Python, node by node: Softmax as a one-instruction program) compiles
+    # the program, later runs of that signature run it from JS without Python, bit for bit the
+    # first run's; a new shape goes through Python once, then runs from JS too
+    ref = onnxruntime.InferenceSession(model_files["mlp"], providers=["CPUExecutionProvider"])
+    f1, f3 = models.make_inputs("mlp"), models.make_inputs("mlp", batch=3, seed=1)
+    out_name = ref.get_outputs()[0].name
+    got = _direct_runs(pages[1], [(f1, None), (f1, None), (f1, [out_name]), (f3, None), (f3, None)],
+                       executionProviders=["cpu"])
     assert got["providers"] == ["CPUExecutionProvider"]
+    assert {r["provider"] for r in got["partition"]} == {WASM}
+    runs = got["runs"]
+    assert [r["direct"] for r in runs] == [False, True, True, False, True]
+    assert [r["pythonRuns"] for r in runs] == [1, 1, 1, 2, 2]
+    assert runs[0]["outputs"] == runs[1]["outputs"] and runs[2]["names"] == [out_name]
+    assert runs[2]["outputs"][out_name] == runs[0]["outputs"][out_name]
+    assert runs[3]["outputs"] == runs[4]["outputs"]
+    for r, feeds in ((runs[1], f1), (runs[4], f3)):
+        expected = dict(zip([o.name for o in ref.get_outputs()], ref.run(None, feeds)))
+        assert_page_outputs({"names": r["names"], "outputs": r["outputs"]}, expected, RTOL, ATOL, "mlp")
+    # session.cpu_engine "0" (onnxruntime-web's SessionOptions.extra): numpy alone, through Python
+    got = _direct_runs(pages[1], [(f1, None), (f1, None)], executionProviders=["cpu"],
+                       extra={"session": {"cpu_engine": "0"}})
     assert {r["provider"] for r in got["partition"]} == {"CPUExecutionProvider"}
+    assert [r["direct"] for r in got["runs"]] == [False, False]
+    _check("mlp", {"names": got["names"], "outputs": got["runs"][1]["outputs"]}, model_files["mlp"], f1)

@@ -102,6 +102,51 @@ def test_program_memory_is_given_back_with_the_session(kernels):
     for _ in range(2):
         sess.run(None, {"x": x})
     assert len(kernels.live) > before
+    from onnxedge.web.wasm.provider import direct_program
+    released = []   # what runtime.py hangs on a published program: JS stops using it
+    direct_program(sess, {"x": x}).target.on_release.append(lambda: released.append(len(kernels.live)))
     del sess
     gc.collect()
     assert len(kernels.live) == before
+    assert len(released) == 1 and released[0] > before   # told before its memory was given back
+
+
+def test_js_runs_the_described_program_as_python_does(kernels, tmp_path):
+    # what onnxedge.js does once Python compiled a session's only step: oxk.js's runProgram copies
+    # the feeds in, makes one oxk_program_run call and copies the outputs out, no Python between
+    from onnxedge.web.wasm.provider import direct_program
+    path = models.build_all(str(tmp_path), ["mlp"])["mlp"]
+    sess = onnxedge.InferenceSession(path, providers=[WASM, "CPUExecutionProvider"])
+    feeds = models.make_inputs("mlp", batch=3)
+    (x,) = feeds.values()
+    first = sess.run(None, feeds)        # node by node (records shapes), then the program is built
+    assert direct_program(sess, {name: x[:1] for name in feeds}) is None   # another signature
+    prog = direct_program(sess, feeds)
+    assert prog is not None and prog.in_names == list(feeds)
+    desc = prog.describe()
+    assert [i["size"] for i in desc["inputs"]] == [x.size]
+    kernels.counts.clear()
+    got = kernels.run_described(desc, [x])
+    assert kernels.counts == {"runProgram": 1}
+    names = [o.name for o in sess.get_outputs()]
+    by_name = {o["name"]: (j, o["dims"]) for j, o in enumerate(desc["outputs"])}
+    for name, y, want in zip(names, first, sess.run(None, feeds)):
+        j, dims = by_name[name]
+        assert got[j].reshape(dims).tobytes() == y.tobytes() == want.tobytes()
+    with pytest.raises(RuntimeError, match="holds %d floats" % x.size):
+        kernels.run_described(desc, [x[:1]])
+
+
+def test_direct_program_only_for_one_wasm_step_and_its_exact_feeds(kernels):
+    from onnxedge.web.wasm.provider import direct_program
+    x = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    sess = onnxedge.InferenceSession(small_cnn(), providers=[WASM, "CPUExecutionProvider"])
+    sess.run(None, {"x": x})
+    assert direct_program(sess, {"x": x}) is not None
+    assert direct_program(sess, {"x": x.astype(np.float64)}) is None
+    assert direct_program(sess, {"x": x, "other": x}) is None
+    # the Softmax on the CPU: two steps, Python runs them
+    sess = onnxedge.InferenceSession(small_cnn(), providers=[(WASM, {"programs": 0}), "CPUExecutionProvider"])
+    sess.run(None, {"x": x})
+    sess.run(None, {"x": x})
+    assert direct_program(sess, {"x": x}) is None

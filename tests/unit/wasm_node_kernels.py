@@ -42,6 +42,10 @@ const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
       else if (m.op === "read") r = Buffer.from(rt.u8(m.p, m.n)).toString("base64");
       else if (m.op === "call") r = rt.exports[m.name](...m.args);
       else if (m.op === "method") r = rt[m.name](...m.args);
+      else if (m.op === "runProgram") {
+        const data = m.inputs.map((b) => new Float32Array(Uint8Array.from(Buffer.from(b, "base64")).buffer));
+        r = rt.runProgram(m.desc, data, m.which).map((a) => Buffer.from(a.buffer).toString("base64"));
+      }
       out({ok: r});
     } catch (e) {
       out({error: String(e && e.stack || e)});
@@ -143,3 +147,13 @@ class NodeKernels(transport.Kernels):
 
     def program_run(self, program: int, inputs: int, outputs: int, arena: int) -> int:
         return self._method("program_run", "programRun", program, inputs, outputs, arena)
+
+    def run_described(self, desc: Dict[str, Any], inputs: List[np.ndarray],
+                      which: Optional[List[int]] = None) -> List[np.ndarray]:
+        """oxk.js's runProgram (what onnxedge.js calls for runs without Python): a program
+        described by WasmProgram.describe() run on float32 `inputs`; its outputs (flat)."""
+        self._count("runProgram")
+        got = self._ask(op="runProgram", desc=desc, which=which,
+                        inputs=[base64.b64encode(np.ascontiguousarray(x, np.float32).tobytes()).decode()
+                                for x in inputs])
+        return [np.frombuffer(base64.b64decode(b), np.float32) for b in got]

@@ -20,8 +20,11 @@ const TYPED = {
   int64: BigInt64Array, uint64: BigUint64Array, bool: Uint8Array, float16: Uint16Array,
 };
 // onnxruntime-web provider names -> onnxedge's (onnxedge's own names pass through); 'wasm' is
-// the wasm SIMD kernels (then numpy for the rest) when the bundle has them, else numpy alone
+// the wasm SIMD kernels (then numpy for the rest) when the bundle has them, else numpy alone;
+// 'cpu' gets the wasm kernels too, as natively the C engine goes before the CPU provider (unless
+// the session option extra: {session: {cpu_engine: "0"}}: numpy alone)
 const WASM_EP = "WasmSimdExecutionProvider";
+const CPU_EP = "CPUExecutionProvider";
 const PROVIDERS = { wasm: [WASM_EP, "CPUExecutionProvider"], cpu: ["CPUExecutionProvider"],
                     webgpu: ["WebGpuExecutionProvider"] };
 
@@ -323,6 +326,18 @@ async function call(op, args, sync = false) {
   return res;
 }
 
+// onnxruntime-web's SessionOptions.extra ({session: {cpu_engine: "0"}}) as session config
+// entries ({"session.cpu_engine": "0"}): nested keys joined with dots, values as strings
+function configEntries(extra, prefix = "", out = {}) {
+  if (extra === undefined || extra === null) return out;
+  if (typeof extra !== "object") throw new TypeError("SessionOptions.extra" + (prefix ? " key '" + prefix.slice(0, -1) + "'" : "") + ": expected an object, got " + typeof extra);
+  for (const [k, v] of Object.entries(extra)) {
+    if (v !== null && typeof v === "object") configEntries(v, prefix + k + ".", out);
+    else out[prefix + k] = String(v);
+  }
+  return out;
+}
+
 function providerNames(list) {
   const names = [];
   for (const p of list || ["wasm"]) {
@@ -346,6 +361,11 @@ export class InferenceSession {
     this.metadata = info.metadata;
     this.createMs = info.createMs;
     this._sync = !!info.sync;   // no asynchronous step (CPU only): runs skip the event loop
+    // programs Python compiled for this session, run straight from JS (signature key -> the
+    // description Python published; see _runDirect)
+    this._programs = new Map();
+    /** Runs that went through Python (the others ran the session's wasm program from JS). */
+    this.pythonRuns = 0;
     this.lastRun = null;
     this._partition = info.partition;
     // requested providers this page cannot run, skipped as onnxruntime-web skips unavailable
@@ -362,8 +382,10 @@ export class InferenceSession {
     if (download) download.catch(() => {});
     await ready();   // bundle.json says whether the wasm kernels are there
     const providers = providerNames(options.executionProviders);
+    const config = configEntries(options.extra);
+    const engine = env.wasm.script && providers.includes(CPU_EP) && config["session.cpu_engine"] !== "0";
     const t0 = now();
-    if (providers.includes(WASM_EP)) await ensureWasm();
+    if (providers.includes(WASM_EP) || engine) await ensureWasm();
     env.timings.wasmInitMs = (env.timings.wasmInitMs || 0) + now() - t0;   // onnxedge's own
     let bytes;
     if (download) {
@@ -376,22 +398,36 @@ export class InferenceSession {
       throw new TypeError("InferenceSession.create: expected a URL, an ArrayBuffer or a Uint8Array, got " + typeof model);
     }
     const res = await call("create", { model: bytes, providers: JSON.stringify(providers),
+                                       config: JSON.stringify(config),
                                        graphOptimizationLevel: options.graphOptimizationLevel || null });
     return new InferenceSession(res.info);
   }
 
-  /** Run: feeds {name: Tensor} -> {name: Tensor} (fetches: output names to return, or all). */
+  /** Run: feeds {name: Tensor} -> {name: Tensor} (fetches: output names to return, or all).
+   * When the whole session is one wasm step and Python compiled its program for these feeds'
+   * names, types and dims (after the first run of that signature), the run stays in JS: the
+   * feeds are copied into wasm memory, one oxk_program_run call, the outputs copied out
+   * (`lastRun.direct` is true); any other run goes through Python. */
   async run(feeds, fetches) {
     if (!feeds || typeof feeds !== "object") throw new TypeError("run: feeds must be an object {name: Tensor}");
     const meta = { feeds: [], fetches: fetches ? (Array.isArray(fetches) ? fetches : Object.keys(fetches)) : null };
-    const buffers = [];
     for (const [name, t] of Object.entries(feeds)) {
       if (!(t instanceof Tensor)) throw new TypeError("input '" + name + "': expected an onnxedge.Tensor");
       meta.feeds.push({ name, type: t.type, dims: t.dims });
-      buffers.push(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
     }
+    if (this._programs.size) {
+      const direct = this._runDirect(feeds, meta);
+      if (direct) return direct;
+    }
+    const buffers = meta.feeds.map(({ name }) => {
+      const d = feeds[name].data;
+      return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+    });
     const t0 = now();
-    const res = await call("run", { session: this.id, meta: JSON.stringify(meta), buffers }, this._sync);
+    this.pythonRuns++;
+    const res = await call("run", { session: this.id, meta: JSON.stringify(meta), buffers,
+                                    direct: this._sync }, this._sync);
+    if (res.program) this._programs.set(programKey(res.program.inputs), res.program);
     const outputs = {};
     for (const o of res.outputs) {
       const Ctor = TYPED[o.type];
@@ -399,7 +435,32 @@ export class InferenceSession {
       const data = new Ctor(o.bytes.buffer, o.bytes.byteOffset, o.bytes.byteLength / Ctor.BYTES_PER_ELEMENT);
       outputs[o.name] = new Tensor(o.type, data, Array.from(o.dims));
     }
-    this.lastRun = Object.assign({ totalMs: now() - t0 }, res.timings);
+    this.lastRun = Object.assign({ totalMs: now() - t0, direct: false }, res.timings);
+    return outputs;
+  }
+
+  // The run from JS of a program Python published for these feeds (null: none, or released)
+  _runDirect(feeds, meta) {
+    const key = programKey(meta.feeds);
+    const p = this._programs.get(key);
+    if (!p) return null;
+    if (!p.valid) {   // Python released it (a new partition, too many signatures)
+      this._programs.delete(key);
+      return null;
+    }
+    const names = meta.fetches || this.outputNames;
+    const which = [];
+    for (const name of names) {
+      const j = p.outputs.findIndex((o) => o.name === name);
+      if (j < 0) return null;   // Python says why
+      which.push(j);
+    }
+    const t0 = now();
+    const data = globalThis.onnxedgeWasm.runProgram(p, p.inputs.map((i) => feeds[i.name].data), which);
+    const outputs = {};
+    which.forEach((j, k) => { outputs[p.outputs[j].name] = new Tensor("float32", data[k], p.outputs[j].dims.slice()); });
+    const ms = now() - t0;
+    this.lastRun = { totalMs: ms, runMs: ms, feedMs: 0, fetchMs: 0, direct: true };
     return outputs;
   }
 
@@ -412,8 +473,16 @@ export class InferenceSession {
 
   /** Free the session in the page's Python. */
   async release() {
+    this._programs.clear();
     await call("release", { session: this.id });
   }
+}
+
+// A program's key: its inputs' names, types and dims (sorted by name); `list` holds
+// {name, dims} (float32: programs move float32 tensors) or feeds {name, type, dims}
+function programKey(list) {
+  const rows = list.map((f) => [String(f.name), f.type || "float32", Array.from(f.dims, Number)]);
+  return JSON.stringify(rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)));
 }
 
 /** The started Pyodide instance (starts it if needed): for running Python next to onnxedge. */

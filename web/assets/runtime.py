@@ -235,6 +235,8 @@ async def _create(args):
     model = _bytes_of(args.model)
     providers, skipped = await _usable(_providers(_loads(args.providers)))
     opts = onnxedge.SessionOptions()
+    for key, value in _loads(args.config or "{}").items():   # e.g. session.cpu_engine
+        opts.add_session_config_entry(str(key), str(value))
     level = args.graphOptimizationLevel
     if level:
         if str(level).lower() not in _LEVELS:
@@ -287,8 +289,31 @@ def _feeds(args):
     return sess, meta.get("fetches"), feeds
 
 
-def _outputs(sess, fetches, outs, t0, t1, t2):
-    """The run call's JS result: outputs copied into Uint8Arrays, and timings."""
+def _direct(sess, feeds):
+    """The JS object onnxedge.js runs this session's program from for feeds of this signature
+    (onnxedge.web.wasm.provider.direct_program; its `valid` turns false when the program is
+    released), or None: the session runs through Python."""
+    try:
+        from onnxedge.web.wasm.provider import direct_program
+    except ImportError:   # a bundle without the wasm provider
+        return None
+    prog = direct_program(sess, feeds)
+    if prog is None:
+        return None
+    if prog.published is None:
+        desc = prog.describe()
+        for i in desc["inputs"]:
+            i["dims"] = [int(d) for d in feeds[i["name"]].shape]
+        desc["valid"] = True
+        obj = _json(desc)
+        prog.published = obj
+        prog.target.on_release.append(lambda: setattr(obj, "valid", False))
+    return prog.published
+
+
+def _outputs(sess, fetches, outs, t0, t1, t2, feeds=None):
+    """The run call's JS result: outputs copied into Uint8Arrays, and timings; with `feeds`, the
+    session's program for their signature when JS can run it itself (`program`, see _direct)."""
     import numpy as np
     from onnxedge.errors import InvalidArgument
     names = fetches or [o.name for o in sess.get_outputs()]
@@ -306,7 +331,8 @@ def _outputs(sess, fetches, outs, t0, t1, t2):
             dims.push(int(d))
         result.push(_obj(name=name, type=str(arr.dtype), dims=dims, bytes=u8))
     timings = {"feedMs": t1 - t0, "runMs": t2 - t1, "fetchMs": _now() - t2}
-    return _obj(ok=True, outputs=result, timings=_json(timings))
+    return _obj(ok=True, outputs=result, timings=_json(timings),
+                program=_direct(sess, feeds) if feeds is not None else None)
 
 
 async def _run(args):
@@ -314,7 +340,7 @@ async def _run(args):
     sess, fetches, feeds = _feeds(args)
     t1 = _now()
     outs = await sess.run_async(fetches, feeds)
-    return _outputs(sess, fetches, outs, t0, t1, _now())
+    return _outputs(sess, fetches, outs, t0, t1, _now(), feeds if args.direct else None)
 
 
 def _run_sync(args):
@@ -322,7 +348,7 @@ def _run_sync(args):
     sess, fetches, feeds = _feeds(args)
     t1 = _now()
     outs = sess.run(fetches, feeds)
-    return _outputs(sess, fetches, outs, t0, t1, _now())
+    return _outputs(sess, fetches, outs, t0, t1, _now(), feeds if args.direct else None)
 
 
 async def _init(args):

@@ -15,7 +15,8 @@
  * f32()/u8()). Plans are C structs (oxk.h's oxk_sgemm_plan, oxk_conv_plan, oxk_pool_plan) written
  * into memory by sgemmPlan()/convPlan()/poolPlan() at the offsets the module's own oxk_layout()
  * states (read at init: layout(), and layoutJSON() for Python; a module whose plan structs differ
- * from the fields written here is refused). programRun() runs a compiled oxk_program. Run functions return the C status (0, or
+ * from the fields written here is refused). programRun() runs a compiled oxk_program; runProgram() runs one
+ * that Python described, copying tensors in and out (onnxedge.js's runs without Python). Run functions return the C status (0, or
  * OXK_EARG = -1 / OXK_ENOMEM = -2); when threads > 1 the C thread pool splits each kernel across
  * the workers (blocks of C for GEMM, panels/planes for conv and pools) with results bitwise equal
  * to one thread. See docs/providers/WASM.md.
@@ -403,6 +404,27 @@
      * pointers, `arena` to the program's scratch bytes; the C status. */
     programRun(program, inputs, outputs, arena) {
       return this.exports.oxk_program_run(program, inputs, outputs, arena);
+    }
+
+    /** Run a compiled program as Python described it (onnxedge.web.wasm WasmProgram.describe():
+     * {program, ins, outs, arena, inputs: [{ptr, size}], outputs: [{ptr, size}]}): copy `data`
+     * (one Float32Array per input, in `inputs` order) into its input blocks, make one
+     * oxk_program_run call, and return a copy of each output (Float32Arrays, in `outputs` order;
+     * `which`: the indices to read, default all). Throws on a wrong input size or a C error. */
+    runProgram(desc, data, which) {
+      const ins = desc.inputs;
+      if (data.length !== ins.length)
+        throw new RangeError("onnxedge wasm: the program reads " + ins.length + " inputs, got " + data.length);
+      for (let i = 0; i < ins.length; i++) {
+        if (data[i].length !== ins[i].size)
+          throw new RangeError("onnxedge wasm: program input " + i + " holds " + ins[i].size + " floats, got " + data[i].length);
+        this.f32(ins[i].ptr, ins[i].size).set(data[i]);
+      }
+      const rc = this.exports.oxk_program_run(desc.program, desc.ins, desc.outs, desc.arena);
+      if (rc !== 0)
+        throw new Error("onnxedge wasm: the program failed with status " + rc + (rc === -2 ? " (out of memory)" : ""));
+      const outs = desc.outputs;
+      return (which || outs.map((_, j) => j)).map((j) => this.f32(outs[j].ptr, outs[j].size).slice());
     }
   }
 
