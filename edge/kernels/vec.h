@@ -204,7 +204,8 @@ static inline int32_t vi_hsum(vi4 a) { return a.v[0] + a.v[1] + a.v[2] + a.v[3];
 /* ---------------------------------------------------------------- elementwise math (#17)
  * What elementwise.c's vector exp/log/erf/tanh are written in: sub, div, sqrt; masks (vm4, all
  * bits of a lane set or clear) from comparisons, vf_sel(m, a, b) = m ? a : b per lane; the bits of
- * a float as int32 lanes (vf_bits / vi_float, no conversion) and int32 lane arithmetic. */
+ * a float as int32 lanes (vf_bits / vi_float, no conversion) and int32 lane arithmetic; vm_all(m):
+ * every lane of m set (a branch that skips work no lane needs). */
 #if defined(OXK_NEON)
 typedef uint32x4_t vm4;
 static inline vf4 vf_sub(vf4 a, vf4 b) { return vsubq_f32(a, b); }
@@ -216,6 +217,7 @@ static inline vm4 vf_eq(vf4 a, vf4 b) { return vceqq_f32(a, b); }
 static inline vm4 vm_and(vm4 a, vm4 b) { return vandq_u32(a, b); }
 static inline vm4 vm_or(vm4 a, vm4 b) { return vorrq_u32(a, b); }
 static inline vf4 vf_sel(vm4 m, vf4 a, vf4 b) { return vbslq_f32(m, a, b); }
+static inline int vm_all(vm4 m) { return vminvq_u32(m) != 0; }
 static inline vi4 vf_bits(vf4 a) { return vreinterpretq_s32_f32(a); }
 static inline vf4 vi_float(vi4 a) { return vreinterpretq_f32_s32(a); }
 static inline vf4 vi_cvt(vi4 a) { return vcvtq_f32_s32(a); }
@@ -239,6 +241,7 @@ static inline vm4 vf_eq(vf4 a, vf4 b) { return wasm_f32x4_eq(a, b); }
 static inline vm4 vm_and(vm4 a, vm4 b) { return wasm_v128_and(a, b); }
 static inline vm4 vm_or(vm4 a, vm4 b) { return wasm_v128_or(a, b); }
 static inline vf4 vf_sel(vm4 m, vf4 a, vf4 b) { return wasm_v128_bitselect(a, b, m); }
+static inline int vm_all(vm4 m) { return wasm_i32x4_all_true(m); }
 static inline vi4 vf_bits(vf4 a) { return a; }
 static inline vf4 vi_float(vi4 a) { return a; }
 static inline vf4 vi_cvt(vi4 a) { return wasm_f32x4_convert_i32x4(a); }
@@ -262,6 +265,7 @@ static inline vm4 vf_eq(vf4 a, vf4 b) { return _mm_cmpeq_ps(a, b); }
 static inline vm4 vm_and(vm4 a, vm4 b) { return _mm_and_ps(a, b); }
 static inline vm4 vm_or(vm4 a, vm4 b) { return _mm_or_ps(a, b); }
 static inline vf4 vf_sel(vm4 m, vf4 a, vf4 b) { return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)); }
+static inline int vm_all(vm4 m) { return _mm_movemask_ps(m) == 0xf; }
 static inline vi4 vf_bits(vf4 a) { return _mm_castps_si128(a); }
 static inline vf4 vi_float(vi4 a) { return _mm_castsi128_ps(a); }
 static inline vf4 vi_cvt(vi4 a) { return _mm_cvtepi32_ps(a); }
@@ -287,6 +291,7 @@ static inline vm4 vf_eq(vf4 a, vf4 b) { VEC_LANES_(vm4, VEC_MASK_(a.v[i] == b.v[
 static inline vm4 vm_and(vm4 a, vm4 b) { VEC_LANES_(vm4, a.v[i] & b.v[i]); }
 static inline vm4 vm_or(vm4 a, vm4 b) { VEC_LANES_(vm4, a.v[i] | b.v[i]); }
 static inline vf4 vf_sel(vm4 m, vf4 a, vf4 b) { VEC_LANES_(vf4, m.v[i] ? a.v[i] : b.v[i]); }
+static inline int vm_all(vm4 m) { return (m.v[0] & m.v[1] & m.v[2] & m.v[3]) != 0; }
 static inline vi4 vf_bits(vf4 a) { vi4 r; __builtin_memcpy(r.v, a.v, sizeof r.v); return r; }
 static inline vf4 vi_float(vi4 a) { vf4 r; __builtin_memcpy(r.v, a.v, sizeof r.v); return r; }
 static inline vf4 vi_cvt(vi4 a) { VEC_LANES_(vf4, (float)a.v[i]); }
