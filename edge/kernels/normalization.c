@@ -60,12 +60,12 @@ int oxk_softmax(const float* x, int rows, int cols, int log, float* y) {
 }
 
 /* ---- Normalizations and reductions (issue #17) ------------------------------------------------
- * Statistics are float32 vector sums over blocks of STAT_BLOCK values, the block sums added in
- * double, so a row of 10^6 values keeps float32 accuracy. Mean and variance take the corrected
- * two-pass scheme: a first mean, then the sums of d = x - mean and d^2 give the variance
- * (sum d^2 - (sum d)^2 / n) / n and the corrected mean mean + sum d / n (never E[x^2] - E[x]^2);
- * x - mean subtracts the mean's float32 value and then its rounding error, so an offset far larger
- * than the spread costs no accuracy. Every row (or reduce chunk) is one task computed the same way whoever computes it:
+ * Statistics are float32 vector sums (four chains) over blocks of STAT_BLOCK values, the block
+ * sums added in double, so a row of 10^6 values keeps float32 accuracy. Mean and variance take the
+ * corrected two-pass scheme: a first mean m (float32), then the sums of d = x - m and d^2 give the
+ * variance (sum d^2 - (sum d)^2 / n) / n and the mean m + sum d / n, exactly for any m (never
+ * E[x^2] - E[x]^2); the output's x - mean subtracts the mean's float32 value and then its rounding
+ * error, so an offset far larger than the spread costs no accuracy. Every row (or reduce chunk) is one task computed the same way whoever computes it:
  * results are bitwise-equal for any number of threads. */
 #include "vec.h"
 
@@ -74,18 +74,22 @@ int oxk_softmax(const float* x, int rows, int cols, int log, float* y) {
 #define RED_CHUNK 256     /* inner positions per task of a strided reduction */
 #define RED_TASK 16384    /* values per task of a row reduction */
 
-/* sum of f(x[i]) over n values: f = x, |x| or ((x - c) - cl)^2 (c, cl: a centre and its
- * rounding error; 0 for plain squares; sum_sq also gives the sum of (x - c) - cl). */
+/* sum of f(x[i]) over n values: f = x, |x| or (x - c)^2 (c: a centre, 0 for plain squares;
+ * sum_sq also gives the sum of x - c, which the corrected two-pass scheme needs). */
 static double sum_plain(const float* x, int n) {
     double tot = 0.0;
     int i = 0;
     while (i < n) {
         int end = n - i > STAT_BLOCK ? i + STAT_BLOCK : n;
-        vf4 a0 = vf_dup(0.f), a1 = vf_dup(0.f);
+        vf4 a0 = vf_dup(0.f), a1 = vf_dup(0.f), a2 = vf_dup(0.f), a3 = vf_dup(0.f);
         float t = 0.f;
-        for (; i + 8 <= end; i += 8) { a0 = vf_add(a0, vf_load(x + i)); a1 = vf_add(a1, vf_load(x + i + 4)); }
+        for (; i + 16 <= end; i += 16) {
+            a0 = vf_add(a0, vf_load(x + i)); a1 = vf_add(a1, vf_load(x + i + 4));
+            a2 = vf_add(a2, vf_load(x + i + 8)); a3 = vf_add(a3, vf_load(x + i + 12));
+        }
+        for (; i + 4 <= end; i += 4) a0 = vf_add(a0, vf_load(x + i));
         for (; i < end; i++) t += x[i];
-        tot += (double)vf_hsum(vf_add(a0, a1)) + (double)t;
+        tot += (double)vf_hsum(vf_add(vf_add(a0, a1), vf_add(a2, a3))) + (double)t;
     }
     return tot;
 }
@@ -109,24 +113,29 @@ static double sum_abs(const float* x, int n) {
     return tot;
 }
 
-static double sum_sq(const float* x, int n, float c, float cl, double* sum_d) {
+static double sum_sq(const float* x, int n, float c, double* sum_d) {
     double tot = 0.0, tot_d = 0.0;
     int i = 0;
-    vf4 vc = vf_dup(-c), vl = vf_dup(-cl);
+    vf4 vc = vf_dup(-c);
     while (i < n) {
         int end = n - i > STAT_BLOCK ? i + STAT_BLOCK : n;
-        vf4 a0 = vf_dup(0.f), a1 = vf_dup(0.f), d0 = vf_dup(0.f), d1 = vf_dup(0.f);
+        vf4 a0 = vf_dup(0.f), a1 = vf_dup(0.f), a2 = vf_dup(0.f), a3 = vf_dup(0.f);
+        vf4 d0 = vf_dup(0.f), d1 = vf_dup(0.f), d2 = vf_dup(0.f), d3 = vf_dup(0.f);
         float t = 0.f, td = 0.f;
-        for (; i + 8 <= end; i += 8) {
-            vf4 u = vf_add(vf_add(vf_load(x + i), vc), vl), v = vf_add(vf_add(vf_load(x + i + 4), vc), vl);
-            a0 = vf_fma(a0, u, u);
-            a1 = vf_fma(a1, v, v);
-            d0 = vf_add(d0, u);
-            d1 = vf_add(d1, v);
+        for (; i + 16 <= end; i += 16) {   /* four chains each: the adds' latency is hidden */
+            vf4 u = vf_add(vf_load(x + i), vc), v = vf_add(vf_load(x + i + 4), vc);
+            vf4 p = vf_add(vf_load(x + i + 8), vc), q = vf_add(vf_load(x + i + 12), vc);
+            a0 = vf_fma(a0, u, u); a1 = vf_fma(a1, v, v); a2 = vf_fma(a2, p, p); a3 = vf_fma(a3, q, q);
+            d0 = vf_add(d0, u); d1 = vf_add(d1, v); d2 = vf_add(d2, p); d3 = vf_add(d3, q);
         }
-        for (; i < end; i++) { float d = (x[i] - c) - cl; t += d * d; td += d; }
-        tot += (double)vf_hsum(vf_add(a0, a1)) + (double)t;
-        tot_d += (double)vf_hsum(vf_add(d0, d1)) + (double)td;
+        for (; i + 4 <= end; i += 4) {
+            vf4 u = vf_add(vf_load(x + i), vc);
+            a0 = vf_fma(a0, u, u);
+            d0 = vf_add(d0, u);
+        }
+        for (; i < end; i++) { float d = x[i] - c; t += d * d; td += d; }
+        tot += (double)vf_hsum(vf_add(vf_add(a0, a1), vf_add(a2, a3))) + (double)t;
+        tot_d += (double)vf_hsum(vf_add(vf_add(d0, d1), vf_add(d2, d3))) + (double)td;
     }
     if (sum_d) *sum_d = tot_d;
     return tot;
@@ -167,22 +176,21 @@ static void norm_row(void* ctx, int r) {
     float mf = 0.f, ml = 0.f, inv;
     double var;
     if (a->rms) {
-        var = sum_sq(x, n, 0.f, 0.f, NULL) / n;
+        var = sum_sq(x, n, 0.f, NULL) / n;
     } else {   /* the corrected two-pass scheme: the second pass also corrects the mean */
-        double mean = sum_plain(x, n) / n, sd, ss;
-        mf = (float)mean;
-        ml = (float)(mean - (double)mf);
-        ss = sum_sq(x, n, mf, ml, &sd);
+        double mean, sd, ss;
+        mf = (float)(sum_plain(x, n) / n);
+        ss = sum_sq(x, n, mf, &sd);   /* exact for any centre: mf's rounding costs nothing */
         var = (ss - sd * sd / n) / n;
         var = var > 0.0 ? var : 0.0;
-        mean += sd / n;
+        mean = (double)mf + sd / n;
         mf = (float)mean;
         ml = (float)(mean - (double)mf);
     }
     inv = (float)(1.0 / __builtin_sqrt(var + (double)a->epsilon));
     if (a->inner == 1 && a->groups == 1 && !a->per_group) {   /* scale / bias per column */
         vf4 vm = vf_dup(-mf), vl = vf_dup(-ml), vi = vf_dup(inv);
-        for (k = 0; k + 4 <= n; k += 4) {
+        for (k = 0; k + 4 <= n; k += 4) {   /* (the compiler takes the tests out of the loop) */
             vf4 d = vf_mul(vf_add(vf_add(vf_load(x + k), vm), vl), vi);
             if (s) d = vf_mul(d, vf_load(s + k));
             if (b) d = vf_add(d, vf_load(b + k));
@@ -293,7 +301,7 @@ static float reduce_row(int kind, const float* x, int n) {
     case OXK_RED_MIN: return n ? row_extreme(x, n, 0) : OXK_INFINITY;
     case OXK_RED_L1: return finish(kind, sum_abs(x, n), n);
     case OXK_RED_L2:
-    case OXK_RED_SUMSQ: return finish(kind, sum_sq(x, n, 0.f, 0.f, NULL), n);
+    case OXK_RED_SUMSQ: return finish(kind, sum_sq(x, n, 0.f, NULL), n);
     default: return finish(kind, sum_plain(x, n), n);
     }
 }
