@@ -157,6 +157,8 @@ def make_package(models: Sequence[str], out_dir: str, target: str, config: Optio
         raise NotImplemented("this onnxedge has no %s (%s): the %s target needs it installed"
                              % (tgt.provider, tgt.package, target))
     target_opts = _target_options(tgt, feature_level, deployment_target)
+    if level == "all" and getattr(discovery.provider_classes()[tgt.provider], "keeps_qdq_groups", False):
+        level = "extended"   # the bridge translates QDQ groups itself (qdq_fusion would hide them)
     out_dir = os.path.abspath(out_dir)
     if os.path.isdir(out_dir) and os.listdir(out_dir):
         if not os.path.isfile(os.path.join(out_dir, runtime.MANIFEST)):
