@@ -155,11 +155,11 @@ def test_bad_input_rejects_with_onnxedge_message(page: Any, demo_bundle: Any, fe
 
 def test_unknown_provider_is_skipped_and_missing_model_rejects(page: Any):
     """As onnxruntime-web does, a provider the bundle lacks is skipped: the session runs on the
-    ones it has (the partition says which)."""
+    ones it has (the partition says which: 'cpu' with the wasm kernels in front, as natively)."""
     used = js(page, "const s = await onnxedge.InferenceSession.create('models/mlp.oxe', "
                     "{executionProviders: ['NopeExecutionProvider', 'cpu']}); "
-                    "return [...new Set(s.partition().map(r => r.provider))];")
-    assert used == ["CPUExecutionProvider"]
+                    "return [s.providers, [...new Set(s.partition().map(r => r.provider))]];")
+    assert used == [["CPUExecutionProvider"], ["WasmSimdExecutionProvider"]]
     err = js_error(page, "await onnxedge.InferenceSession.create('models/missing.oxe')")
     assert "models/missing.oxe" in err["message"] and "HTTP 404" in err["message"]
     err = js_error(page, "new onnxedge.Tensor('float32', new Float32Array(3), [2, 2])")

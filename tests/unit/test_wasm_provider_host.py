@@ -247,11 +247,15 @@ def test_signature_the_program_cannot_take_runs_node_by_node_and_says_why(kernel
     rng = np.random.default_rng(4)
     feeds = {"a": rng.standard_normal((2, 1, 3, 1)).astype(np.float32),
              "b": rng.standard_normal((1, 4, 1, 5)).astype(np.float32)}
-    for _ in range(2):
+    live = []
+    for _ in range(3):
         kernels.counts.clear()
         np.testing.assert_allclose(sess.run(None, feeds)[0], np.maximum(feeds["a"] + feeds["b"], 0), rtol=RTOL)
-        # node by node: the Add on its CPU kernel, the Relu as a one-instruction program
+        # node by node: the Add on its CPU kernel, the Relu as a one-instruction program (kept
+        # after the first run: the same blocks every run)
         assert kernels.counts["program_run"] == 1
+        live.append(sorted(kernels.live))
+    assert live[1] == live[2]
     step = [s for s in sess._plan.steps if s.provider == WASM][0]
     assert "more than 3 axes" in list(step.programs.refusals.values())[0]
     feeds["b"] = rng.standard_normal((1, 1, 3, 1)).astype(np.float32)   # a new signature that folds

@@ -183,7 +183,8 @@ async function openModel(source, entry) {
     $("run").disabled = false;
     markStep("model", "done");
     finishLoading();
-    const wasmNote = app.session.providers.includes("WasmSimdExecutionProvider") && onnxedge.env.wasm.note
+    // the wasm kernels run nodes when asked for, and as the C engine in front of 'cpu'
+    const wasmNote = app.session.partition().some((r) => r.provider === "WasmSimdExecutionProvider") && onnxedge.env.wasm.note
       ? "; wasm SIMD kernels: " + onnxedge.env.wasm.note : "";
     const skipped = app.session.skippedProviders.length
       ? "; skipped " + app.session.skippedProviders.map((p) => p.name + " (" + p.reason + ")").join(", ") : "";
