@@ -27,6 +27,7 @@
 static inline VF v_bits(int32_t b) { return vi_float(vi_dup(b)); }
 static inline VF v_abs(VF x) { return vi_float(vi_and(vf_bits(x), vi_dup(0x7fffffff))); }
 static inline VF v_neg(VF x) { return vi_float(vi_xor(vf_bits(x), vi_dup((int32_t)0x80000000u))); }
+static inline VF v_nabs(VF x) { return vi_float(vi_or(vf_bits(x), vi_dup((int32_t)0x80000000u))); }   /* -|x| */
 /* r where x is a number, x (its NaN) where x is NaN */
 static inline VF v_keep_nan(VF x, VF r) { return vf_sel(vf_eq(x, x), r, x); }
 static inline VF v_copysign(VF mag, VF sgn) {
@@ -43,36 +44,48 @@ static inline VF v_exp_poly(VF r) {
     return vf_fma(r, vf_mul(r, r), p);
 }
 
-/* exp(x) = (1 + q) * 2^n with |x - n ln2| <= ln2 / 2: q and n (x clamped to [-104, 89], where exp
- * is 0 or infinite in float; Cody-Waite reduction). For |x| < ln2 / 2, n is 0 and q = x + x^2 p(x):
- * expm1 without cancellation. */
+/* exp(x) = (1 + q) * 2^n with |x - n ln2| <= ln2 / 2: q and n for x in [-104, 89] (callers clamp
+ * x there: beyond, exp is 0 or infinite in float; Cody-Waite reduction). For |x| < ln2 / 2, n is 0
+ * and q = x + x^2 p(x): expm1 without cancellation. */
 static inline VF v_exp_q(VF x, VI* n) {
     const VF magic = vf_dup(12582912.f);   /* 1.5 * 2^23: adding it rounds to an integer */
     VF t, k;
-    x = vf_min(vf_max(x, vf_dup(-104.f)), vf_dup(89.f));
     t = vf_fma(magic, x, vf_dup(1.44269504088896341f));
     k = vf_sub(t, magic);
     *n = vi_sub(vf_bits(t), vf_bits(magic));
     return v_exp_poly(vf_sub(vf_sub(x, vf_mul(k, vf_dup(0.693359375f))), vf_mul(k, vf_dup(-2.12194440e-4f))));
 }
-/* v * 2^n for n in [-150, 128], v in [0.5, 2] (two normal factors: results down to the denormals
- * round once). */
+/* v * 2^n for n in [-150, 128], v in [0.5, 2], rounded once (results down to the denormals): two
+ * normal factors, or the includer's act_ldexp (AVX-512's scalef, the same bits). */
 static inline VF v_ldexp(VF v, VI n) {
+#if defined(act_ldexp)
+    return act_ldexp(v, n);
+#else
     VI n1 = vi_sra(n, 1), n2 = vi_sub(n, n1);
     VF s1 = vi_float(vi_shl(vi_add(n1, vi_dup(127)), 23)), s2 = vi_float(vi_shl(vi_add(n2, vi_dup(127)), 23));
     return vf_mul(vf_mul(v, s1), s2);
+#endif
+}
+
+/* exp(x) for x in [-104, 89] */
+static inline VF v_exp_in_range(VF x) {
+    VI n;
+    VF q = v_exp_q(x, &n);
+    return v_ldexp(vf_add(vf_dup(1.f), q), n);
 }
 
 static inline VF v_exp(VF x) {
-    VI n;
-    VF q = v_exp_q(x, &n);
-    return v_keep_nan(x, v_ldexp(vf_add(vf_dup(1.f), q), n));
+    return v_keep_nan(x, v_exp_in_range(vf_min(vf_max(x, vf_dup(-104.f)), vf_dup(89.f))));
 }
+
+/* exp(x) for x <= 0 and for x >= 0 (a NaN gives a number: their callers keep NaN themselves) */
+static inline VF v_exp_neg(VF x) { return v_exp_in_range(vf_max(x, vf_dup(-104.f))); }
+static inline VF v_exp_pos(VF x) { return v_exp_in_range(vf_min(x, vf_dup(89.f))); }
 
 /* exp(x) - 1, relative to the result also near 0 */
 static inline VF v_expm1(VF x) {
     VI n;
-    VF q = v_exp_q(x, &n);
+    VF q = v_exp_q(vf_min(vf_max(x, vf_dup(-104.f)), vf_dup(89.f)), &n);
     VF big = vf_sub(v_ldexp(vf_add(vf_dup(1.f), q), n), vf_dup(1.f));
     return v_keep_nan(x, vf_sel(vi_eq(n, vi_dup(0)), q, big));
 }
@@ -116,12 +129,14 @@ static inline VF v_log1p_pos(VF u) {
 }
 
 /* num / (1 + e) with e = exp(-|x|), num = 1 (x >= 0) or e (x < 0): sigmoid(x), accurate to the
- * denormals on both sides (one rounding of the ratio). */
-static inline VF v_sigmoid(VF x) {
-    VF e = v_exp(v_neg(v_abs(x)));
+ * denormals on both sides (one rounding of the ratio). A number for NaN (1): x sigmoid(x) is NaN. */
+static inline VF v_sigmoid_num(VF x) {
+    VF e = v_exp_neg(v_nabs(x));
     VF num = vf_sel(vf_lt(x, vf_dup(0.f)), e, vf_dup(1.f));
-    return v_keep_nan(x, vf_div(num, vf_add(vf_dup(1.f), e)));
+    return vf_div(num, vf_add(vf_dup(1.f), e));
 }
+
+static inline VF v_sigmoid(VF x) { return v_keep_nan(x, v_sigmoid_num(x)); }
 
 /* tanh: x + x^3 P(x^2) for |x| < 0.625 (Cephes tanhf), else 1 - 2 / (exp(2|x|) + 1) with the sign */
 static inline VF v_tanh(VF x) {
@@ -131,7 +146,7 @@ static inline VF v_tanh(VF x) {
     p = vf_fma(vf_dup(1.33314422036e-1f), z, p);
     p = vf_fma(vf_dup(-3.33332819422e-1f), z, p);
     small = vf_fma(x, vf_mul(z, x), p);
-    big = vf_sub(vf_dup(1.f), vf_div(vf_dup(2.f), vf_add(v_exp(vf_add(a, a)), vf_dup(1.f))));
+    big = vf_sub(vf_dup(1.f), vf_div(vf_dup(2.f), vf_add(v_exp_pos(vf_add(a, a)), vf_dup(1.f))));
     return v_keep_nan(x, v_copysign(vf_sel(vf_lt(a, vf_dup(0.625f)), small, big), x));
 }
 
@@ -222,7 +237,7 @@ static inline VF v_gelu(VF x) {
 /* x * sigmoid(2 sqrt(2 / pi) (x + 0.044715 x^3)): the tanh form of Gelu, 1 + tanh(u) = 2 sigmoid(2u) */
 static inline VF v_gelu_tanh(VF x) {
     VF u = vf_mul(vf_dup(1.5957691216057308f), vf_fma(x, vf_mul(vf_dup(0.044715f), x), vf_mul(x, x)));
-    return vf_mul(x, v_sigmoid(u));
+    return vf_mul(x, v_sigmoid_num(u));
 }
 
 static inline VF v_hard_sigmoid(VF x, VF alpha, VF beta) {
@@ -251,9 +266,9 @@ static inline __attribute__((always_inline)) VF act_v(VF v, int act, VF p0, VF p
     case OXK_ACT_HARD_SWISH: return vf_mul(v, v_hard_sigmoid(v, vf_dup(1.f / 6.f), vf_dup(0.5f)));
     case OXK_ACT_ELU: return vf_sel(vf_lt(vf_dup(0.f), v), v, vf_mul(p0, v_expm1(v)));
     case OXK_ACT_SOFTPLUS:
-        return v_keep_nan(v, vf_add(vf_max(v, vf_dup(0.f)), v_log1p_pos(v_exp(v_neg(v_abs(v))))));
+        return v_keep_nan(v, vf_add(vf_max(v, vf_dup(0.f)), v_log1p_pos(v_exp_neg(v_nabs(v)))));
     case OXK_ACT_GELU: return v_gelu(v);
-    case OXK_ACT_SILU: return vf_mul(v, v_sigmoid(v));
+    case OXK_ACT_SILU: return vf_mul(v, v_sigmoid_num(v));
     default: return v;
     }
 }
