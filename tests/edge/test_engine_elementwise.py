@@ -1,16 +1,24 @@
-"""The C engine's elementwise functions (issue #17, edge/kernels/elementwise.c): accuracy of the
-vector exp / log / erf / tanh / sigmoid family against float64 over the whole float range, the
-special values, one implementation (a value gets the same bits at any position, as an epilogue or
-on its own), Pow / Max / Min, programs bitwise-equal to the node-by-node first run, the new
-epilogues of Conv / Gemm against onnxruntime, and the ONNX node-suite cases of these ops through
-the default (engine-backed) session."""
+"""The C engine's elementwise functions (issue #17, edge/kernels/elementwise.c, act_impl.h): accuracy
+of the vector exp / log / erf / tanh / sigmoid family against float64 over the whole float range,
+the special values, one implementation (a value gets the same bits at any position, as an epilogue
+or on its own, whatever its vector neighbours), 1 vs 2 threads bitwise, every x86-64 ISA variant
+(SSE2, AVX2+FMA, AVX-512F: OXK_ISA forced in a subprocess), Pow / Max / Min, programs
+bitwise-equal to the node-by-node first run, the new epilogues of Conv / Gemm against onnxruntime,
+and the ONNX node-suite cases of these ops through the default (engine-backed) session."""
 from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from typing import Dict, Set
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from neon_helpers import NEON, ensure_built
+from neon_helpers import NEON, REPO, ensure_built
 
 ensure_built()
 
@@ -82,6 +90,10 @@ def _cond(f, x):
 
 @pytest.mark.parametrize("name", sorted(FUNCS))
 def test_accuracy_against_float64(lib, name):
+    check_accuracy(lib, name)
+
+
+def check_accuracy(lib, name):
     """Relative error at most 4 ulp times (1 + the function's condition number) wherever the
     result is a normal float; results in the denormal range within (2 + |x|) denormal steps (a
     denormal intermediate such as exp(x) times x, as in SiLU)."""
@@ -112,6 +124,10 @@ SPECIAL = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45, -1e-45, 1e-38, -1
 
 @pytest.mark.parametrize("name", sorted(FUNCS))
 def test_special_values(lib, name):
+    check_special_values(lib, name)
+
+
+def check_special_values(lib, name):
     """Infinities, NaN, signed zeros, denormals and the largest floats give what float64 math
     gives, rounded to float32 (NaN where it is NaN; -inf * 0 is NaN in Gelu/SiLU, as the
     unfused x * Phi(x) gives)."""
@@ -130,28 +146,139 @@ def test_special_values(lib, name):
         assert np.array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
 
 
-@pytest.mark.parametrize("name", sorted(FUNCS) + ["Relu", "Clip", "LeakyRelu"])
+ALL_ACTS = sorted(FUNCS) + ["Relu", "Clip", "LeakyRelu"]
+
+
+def _params(name):
+    return FUNCS[name][1] if name in FUNCS else {"Clip": (-0.5, 0.7), "LeakyRelu": (0.1,)}.get(name, ())
+
+
+@pytest.mark.parametrize("name", ALL_ACTS)
 def test_one_implementation_same_bits_everywhere(lib, name):
-    """A value gets the same bits at any offset of a row (vector body or tail), as a GEMM
-    epilogue (tile stores, edge tiles) and as a reference-kernel epilogue (oxk_act_scalar)."""
-    params = FUNCS[name][1] if name in FUNCS else {"Clip": (-0.5, 0.7), "LeakyRelu": (0.1,)}.get(name, ())
+    check_same_bits(lib, name)
+
+
+def check_same_bits(lib, name):
+    """A value gets the same bits at any offset of a row (vector body or any tail length of a 4,
+    8 or 16-lane vector), whatever its vector neighbours are (small values beside ones that need
+    erf's tail), as a GEMM epilogue (full register tiles of every core, edge tiles) and as a
+    reference-kernel epilogue (oxk_act_scalar)."""
+    params = _params(name)
     rng = np.random.default_rng(1)
-    x = (rng.standard_normal(37) * 4).astype(np.float32)
+    x = (rng.standard_normal(53) * 4).astype(np.float32)
     if name in ("Log", "Sqrt"):
         x = np.abs(x)
     whole = lib.act(x, name, params)
-    for k in (1, 2, 3, 5):
-        assert lib.act(x[k:], name, params).tobytes() == whole[k:].tobytes()
-    a = (rng.standard_normal((13, 9)) * 2).astype(np.float32)
-    b = (rng.standard_normal((9, 11))).astype(np.float32)
-    if name in ("Log", "Sqrt"):
-        a, b = np.abs(a), np.abs(b)
-    plain = lib.sgemm(a, b)
-    fused = lib.sgemm(a, b, act=name, act_params=params)
-    assert fused.tobytes() == lib.act(plain, name, params).tobytes()
+    for k in range(18):
+        assert lib.act(x[k:], name, params).tobytes() == whole[k:].tobytes(), k
+        assert lib.act(x[:k + 1], name, params).tobytes() == whole[:k + 1].tobytes(), k
+    small = (rng.standard_normal(64) * 0.3).astype(np.float32)   # every lane on erf's small path
+    mixed = small.copy()
+    mixed[::3] = 5.0                                                   # and with neighbours off it
+    keep = np.arange(64) % 3 != 0
+    assert lib.act(small, name, params)[keep].tobytes() == lib.act(mixed, name, params)[keep].tobytes()
+    for m, n in ((13, 11), (13, 70), (25, 64)):
+        a = (rng.standard_normal((m, 9)) * 2).astype(np.float32)
+        b = (rng.standard_normal((9, n))).astype(np.float32)
+        if name in ("Log", "Sqrt"):
+            a, b = np.abs(a), np.abs(b)
+        plain = lib.sgemm(a, b)
+        fused = lib.sgemm(a, b, act=name, act_params=params)
+        assert fused.tobytes() == lib.act(plain, name, params).tobytes(), (m, n)
     ref_plain = lib.sgemm(a, b, reference=True)
     ref_fused = lib.sgemm(a, b, act=name, act_params=params, reference=True)
     assert ref_fused.tobytes() == lib.act(ref_plain, name, params).tobytes()
+
+
+def test_one_and_two_threads_give_the_same_bits(lib):
+    check_threads(lib)
+
+
+def check_threads(lib):
+    """oxk_act over several chunks and a GEMM epilogue over several blocks of C: the same bits on
+    one thread and on two."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(40000) * 4).astype(np.float32)
+    a = rng.standard_normal((100, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 300)).astype(np.float32)
+    before = lib.num_threads()
+    try:
+        outs = []
+        for threads in (1, 2):
+            lib.set_num_threads(threads)
+            outs.append([lib.act(np.abs(x) if name in ("Log", "Sqrt") else x, name, _params(name)).tobytes()
+                         for name in ALL_ACTS] +
+                        [lib.sgemm(a, b, act=name, act_params=_params(name)).tobytes() for name in ("Gelu", "Silu")])
+        assert outs[0] == outs[1]
+    finally:
+        lib.set_num_threads(before)
+
+
+def digest(lib):
+    """A hash of every function's bits over a fixed input (positive inputs for Log and Sqrt)."""
+    x = np.concatenate([_inputs((-20.0, 20.0), n=4000, seed=9), SPECIAL])
+    h = hashlib.sha256()
+    for name in ALL_ACTS:
+        h.update(lib.act(np.abs(x) if name in ("Log", "Sqrt") else x, name, _params(name)).tobytes())
+    return h.hexdigest()
+
+
+def check_all(lib):
+    """Every check of this file that takes a library (run per forced ISA by test_every_x86_isa)."""
+    for name in sorted(FUNCS):
+        check_accuracy(lib, name)
+        check_special_values(lib, name)
+    for name in ALL_ACTS:
+        check_same_bits(lib, name)
+    check_threads(lib)
+
+
+ISAS = {"sse2": ("sse2", {"sse2"}), "avx2": ("avx2+fma", {"avx2", "fma"}),
+        "avx512": ("avx512f", {"avx2", "fma", "avx512f"})}   # OXK_ISA: (backend, CPU flags)
+
+
+def _cpu_flags() -> Set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+_ISA_RUNS: Dict[str, str] = {}
+
+
+def _isa_digest(isa: str) -> str:
+    """check_all on the host library with OXK_ISA=isa in a subprocess; the bits' digest."""
+    if isa not in _ISA_RUNS:
+        code = ("import sys; sys.path[:0] = [%r, %r]\n"
+                "import test_engine_elementwise as t; from onnxedge.edge.neon import library as L\n"
+                "lib = L.load(); t.check_all(lib); print(lib.backend, t.digest(lib))"
+                % (os.path.dirname(os.path.abspath(__file__)), os.path.join(REPO, "tests")))
+        r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=dict(os.environ, OXK_ISA=isa),
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        backend, dig = r.stdout.split()[-2:]
+        assert backend == ISAS[isa][0]
+        _ISA_RUNS[isa] = dig
+    return _ISA_RUNS[isa]
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="OXK_ISA chooses among the x86-64 host build's row functions")
+@pytest.mark.parametrize("isa", list(ISAS))
+def test_every_x86_isa(isa):
+    """The SSE2, AVX2+FMA and AVX-512F row functions (the SGEMM core's ISA, forced with OXK_ISA):
+    accuracy, special values, the same bits at any position and as every epilogue, 1 vs 2 threads.
+    With FMA the math is the same at any width: AVX2 and AVX-512 give the same bits."""
+    if not ISAS[isa][1] <= _cpu_flags():
+        pytest.skip("this CPU lacks %s" % ", ".join(sorted(ISAS[isa][1] - _cpu_flags())))
+    dig = _isa_digest(isa)
+    if isa == "avx512":
+        assert dig == _isa_digest("avx2")
 
 
 def test_act_refuses_an_unknown_code(lib):
