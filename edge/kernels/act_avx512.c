@@ -38,8 +38,8 @@ static inline VI vi_xor(VI a, VI b) { return _mm512_xor_epi32(a, b); }
 static inline VM vi_eq(VI a, VI b) { return _mm512_cmpeq_epi32_mask(a, b); }
 #define vi_shl(a, n) _mm512_slli_epi32(a, n)
 #define vi_sra(a, n) _mm512_srai_epi32(a, n)
-/* v 2^n rounded once, denormals included */
-#define act_ldexp(v, n) _mm512_scalef_ps(v, _mm512_cvtepi32_ps(n))
+/* v 2^k (k an integer-valued float) rounded once, denormals included */
+#define act_ldexp(v, k) _mm512_scalef_ps(v, k)
 
 #define ACT_ROW oxk_act_row_avx512
 #define ACT_ROW_LINKAGE

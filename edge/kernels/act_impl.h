@@ -47,20 +47,22 @@ static inline VF v_exp_poly(VF r) {
 /* exp(x) = (1 + q) * 2^n with |x - n ln2| <= ln2 / 2: q and n for x in [-104, 89] (callers clamp
  * x there: beyond, exp is 0 or infinite in float; Cody-Waite reduction). For |x| < ln2 / 2, n is 0
  * and q = x + x^2 p(x): expm1 without cancellation. */
-static inline VF v_exp_q(VF x, VI* n) {
+static inline VF v_exp_q(VF x, VI* n, VF* k) {
     const VF magic = vf_dup(12582912.f);   /* 1.5 * 2^23: adding it rounds to an integer */
-    VF t, k;
-    t = vf_fma(magic, x, vf_dup(1.44269504088896341f));
-    k = vf_sub(t, magic);
+    VF t = vf_fma(magic, x, vf_dup(1.44269504088896341f));
+    *k = vf_sub(t, magic);   /* n as an int and as a float (the callers' ldexp uses one) */
     *n = vi_sub(vf_bits(t), vf_bits(magic));
-    return v_exp_poly(vf_sub(vf_sub(x, vf_mul(k, vf_dup(0.693359375f))), vf_mul(k, vf_dup(-2.12194440e-4f))));
+    return v_exp_poly(vf_fma(vf_fma(x, *k, vf_dup(-0.693359375f)), *k, vf_dup(2.12194440e-4f)));
 }
-/* v * 2^n for n in [-150, 128], v in [0.5, 2], rounded once (results down to the denormals): two
- * normal factors, or the includer's act_ldexp (AVX-512's scalef, the same bits). */
-static inline VF v_ldexp(VF v, VI n) {
+/* v * 2^n for n in [-150, 128] (k: n as a float), v in [0.5, 2], rounded once (results down to
+ * the denormals): two normal factors, or the includer's act_ldexp(v, k) (AVX-512's scalef, the same
+ * bits). */
+static inline VF v_ldexp(VF v, VI n, VF k) {
 #if defined(act_ldexp)
-    return act_ldexp(v, n);
+    (void)n;
+    return act_ldexp(v, k);
 #else
+    (void)k;
     VI n1 = vi_sra(n, 1), n2 = vi_sub(n, n1);
     VF s1 = vi_float(vi_shl(vi_add(n1, vi_dup(127)), 23)), s2 = vi_float(vi_shl(vi_add(n2, vi_dup(127)), 23));
     return vf_mul(vf_mul(v, s1), s2);
@@ -70,8 +72,8 @@ static inline VF v_ldexp(VF v, VI n) {
 /* exp(x) for x in [-104, 89] */
 static inline VF v_exp_in_range(VF x) {
     VI n;
-    VF q = v_exp_q(x, &n);
-    return v_ldexp(vf_add(vf_dup(1.f), q), n);
+    VF k, q = v_exp_q(x, &n, &k);
+    return v_ldexp(vf_add(vf_dup(1.f), q), n, k);
 }
 
 static inline VF v_exp(VF x) {
@@ -85,8 +87,8 @@ static inline VF v_exp_pos(VF x) { return v_exp_in_range(vf_min(x, vf_dup(89.f))
 /* exp(x) - 1, relative to the result also near 0 */
 static inline VF v_expm1(VF x) {
     VI n;
-    VF q = v_exp_q(vf_min(vf_max(x, vf_dup(-104.f)), vf_dup(89.f)), &n);
-    VF big = vf_sub(v_ldexp(vf_add(vf_dup(1.f), q), n), vf_dup(1.f));
+    VF k, q = v_exp_q(vf_min(vf_max(x, vf_dup(-104.f)), vf_dup(89.f)), &n, &k);
+    VF big = vf_sub(v_ldexp(vf_add(vf_dup(1.f), q), n, k), vf_dup(1.f));
     return v_keep_nan(x, vf_sel(vi_eq(n, vi_dup(0)), q, big));
 }
 
@@ -163,12 +165,12 @@ static inline VF v_erf_small(VF z) {
 
 /* exp(x + lo) = (1 + q) 2^n for x = -h^2 with h >= 1 of 12 significant bits (x - n ln2_hi is
  * exact) and |lo| <= x / 512: the low part joins the reduced argument before any rounding. */
-static inline VF v_exp_q_split(VF x, VF lo, VI* n) {
+static inline VF v_exp_q_split(VF x, VF lo, VI* n, VF* k) {
     const VF magic = vf_dup(12582912.f);
-    VF t = vf_fma(magic, vf_add(x, lo), vf_dup(1.44269504088896341f)), k = vf_sub(t, magic);
+    VF t = vf_fma(magic, vf_add(x, lo), vf_dup(1.44269504088896341f));
+    *k = vf_sub(t, magic);
     *n = vi_sub(vf_bits(t), vf_bits(magic));
-    return v_exp_poly(vf_sub(vf_add(vf_sub(x, vf_mul(k, vf_dup(0.693359375f))), lo),
-                             vf_mul(k, vf_dup(-2.12194440e-4f))));
+    return v_exp_poly(vf_fma(vf_add(vf_fma(x, *k, vf_dup(-0.693359375f)), lo), *k, vf_dup(2.12194440e-4f)));
 }
 
 /* u^2 = hi + lo with hi exact: h = u to 12 bits, hi = h^2, lo = (u - h)(u + h) (|lo| <= u^2 / 1024) */
@@ -182,7 +184,7 @@ static inline VF v_square_split(VF u, VF* lo) {
  * v_square_split gives): exp(-a^2) G(t) t, G fitted in t - 0.55 (relative error 4e-8), exp(-a^2)
  * in one reduction of -hi - lo. V is normal: a caller scales it (ldexp) last, so a denormal result
  * rounds once; V = 0 where `live` is clear (a >= 10: erfc is below float's smallest denormal). */
-static inline VF v_erfc_tail(VF t, VF hi, VF lo, VM live, VI* n) {
+static inline VF v_erfc_tail(VF t, VF hi, VF lo, VM live, VI* n, VF* k) {
     VF g = vf_sub(t, vf_dup(0.55f)), p, q;
     p = vf_fma(vf_dup(-0.0294122677f), g, vf_dup(-0.0530907921f));
     p = vf_fma(vf_dup(0.1081696f), g, p);
@@ -194,7 +196,7 @@ static inline VF v_erfc_tail(VF t, VF hi, VF lo, VM live, VI* n) {
     p = vf_fma(vf_dup(-0.020366393f), g, p);
     p = vf_fma(vf_dup(-0.170034677f), g, p);
     p = vf_fma(vf_dup(0.50235343f), g, p);
-    q = v_exp_q_split(v_neg(hi), v_neg(lo), n);
+    q = v_exp_q_split(v_neg(hi), v_neg(lo), n, k);
     p = vf_sel(live, vf_mul(p, t), vf_dup(0.f));
     return vf_fma(p, p, q);   /* p (1 + q) */
 }
@@ -206,9 +208,9 @@ static inline VF v_erf(VF x) {
     VM small = vf_lt(a, vf_dup(1.f));
     if (!vm_all(small)) {
         VI n;
-        VF c = vf_min(vf_max(a, vf_dup(1.f)), vf_dup(10.f)), lo, hi = v_square_split(c, &lo);
-        VF v = v_erfc_tail(vf_div(vf_dup(1.f), c), hi, lo, vf_lt(a, vf_dup(10.f)), &n);
-        r = vf_sel(small, r, v_copysign(vf_sub(vf_dup(1.f), v_ldexp(v, n)), x));
+        VF k, c = vf_min(vf_max(a, vf_dup(1.f)), vf_dup(10.f)), lo, hi = v_square_split(c, &lo);
+        VF v = v_erfc_tail(vf_div(vf_dup(1.f), c), hi, lo, vf_lt(a, vf_dup(10.f)), &n, &k);
+        r = vf_sel(small, r, v_copysign(vf_sub(vf_dup(1.f), v_ldexp(v, n, k)), x));
     }
     return v_keep_nan(x, r);
 }
@@ -223,11 +225,12 @@ static inline VF v_gelu(VF x) {
     VM small = vf_lt(a, vf_dup(1.f));
     if (!vm_all(small)) {
         VI n;
+        VF k;
         VM neg = vf_lt(z, vf_dup(0.f));
         VF u = vf_min(vf_max(v_abs(x), vf_dup(1.41421356f)), vf_dup(14.1421356f)), lo, hi = v_square_split(u, &lo);
         VF v = v_erfc_tail(vf_div(vf_dup(1.41421356237309505f), u), vf_mul(hi, vf_dup(0.5f)),
-                           vf_mul(lo, vf_dup(0.5f)), vf_lt(a, vf_dup(10.f)), &n);
-        VF e = v_ldexp(vf_sel(neg, vf_mul(hx, v), v), n);
+                           vf_mul(lo, vf_dup(0.5f)), vf_lt(a, vf_dup(10.f)), &n, &k);
+        VF e = v_ldexp(vf_sel(neg, vf_mul(hx, v), v), n, k);
         VF t = vf_sel(neg, e, vf_fma(x, v_neg(hx), e));
         r = vf_sel(small, r, vf_sel(vf_eq(x, vf_dup(OXK_INFINITY)), x, t));
     }
