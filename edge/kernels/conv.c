@@ -5,6 +5,11 @@
  * channel holds the padded plane's rows r, r + sh, ... and columns s, s + sw, ..., so every tap
  * of every output position reads contiguous memory whatever the stride or dilation.
  * Paths:
+ *  - implicit GEMM (x86-64 AVX2 / AVX-512 cores, packed weights, a kernel larger than 1x1, output
+ *    rows filling >= 90% of the padded phase rows): the core's micro-kernel loads its B vectors
+ *    straight from the padded phases, NR consecutive "flat" positions oh * Wq + ow through a
+ *    per-K offset table, and stores each flat row's run under a lane mask; no im2col (which
+ *    writes K x P floats: 15-20% of a 56x56 ResNet conv).
  *  - im2col + SGEMM (any group/stride/dilation/pad): the im2col rows are written straight into
  *    the GEMM's packed B panels; a 1x1 stride-1 unpadded conv skips im2col (a plain GEMM on NCHW).
  *    With packed weights and a large image the panels are built and multiplied a chunk at a time
@@ -209,6 +214,76 @@ static void chunk_task(void* ctx, int ct) {
     if (rc) j->rc = rc;
 }
 
+/* ------------------------------------------------------------------ implicit GEMM (x86-64) */
+#if defined(OXK_X86_GEMM)
+/* The chosen SGEMM core when it has the implicit-GEMM conv (AVX2, AVX-512), else NULL. */
+static const oxk_gemm_isa* direct_isa(void) {
+    const char* isa = oxk_sgemm_isa_name();
+    if (!strcmp(isa, oxk_gemm_avx512.name)) return &oxk_gemm_avx512;
+    if (!strcmp(isa, oxk_gemm_avx2.name)) return &oxk_gemm_avx2;
+    return NULL;
+}
+
+typedef struct {
+    oxk_conv_direct d;        /* the current image and group's call, less its flat range */
+    const oxk_gemm_isa* isa;
+    int span;                 /* flat positions per task, a multiple of NR */
+} direct_job;
+
+static void direct_task(void* ctx, int t) {
+    const direct_job* dj = (const direct_job*)ctx;
+    oxk_conv_direct d = dj->d;
+    d.f_beg = t * dj->span;
+    d.f_end = d.F - d.f_beg < dj->span ? d.F : d.f_beg + dj->span;
+    dj->isa->conv_direct(&d);
+}
+
+/* Worth it where im2col would cost most: a real kernel (1x1 convs are plain GEMMs already) over
+ * output rows that nearly fill the flat rows (the flat positions in the padding are wasted work). */
+static int direct_fits(const conv_job* j, const oxk_gemm_isa* isa) {
+    return isa && j->packW && j->kh * j->kw > 1 && (size_t)j->OW * 10 >= (size_t)j->Wq * 9 &&
+           (size_t)j->C * j->cstride + 2 * (size_t)isa->nr < (size_t)0x7fffffff;
+}
+
+/* The implicit GEMM per image and group: B read from the padded phases through per-K offsets,
+ * tasks over runs of flat positions (every output sums its K steps in one order: the bits do not
+ * depend on the tasks or threads). */
+static int conv_direct_gemm(conv_job* j, const oxk_gemm_isa* isa) {
+    const int Cin_g = j->C / j->group, Cg = j->Cout / j->group, taps = j->kh * j->kw;
+    const int K = Cin_g * taps, P = j->OH * j->OW;
+    const size_t per = oxk_pack_a_size(Cg, K), slack = 2 * (size_t)isa->nr;
+    direct_job dj;
+    int* koff;
+    int c, t, tasks;
+    j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, ((size_t)j->C * j->cstride + slack) * sizeof(float));
+    koff = (int*)oxk_aligned_alloc((size_t)K * sizeof(int));
+    if (!j->xpad || !koff) { oxk_aligned_free(koff); return OXK_ENOMEM; }
+    memset(j->xpad + (size_t)j->C * j->cstride, 0, slack * sizeof(float));
+    for (c = 0; c < Cin_g; c++)
+        for (t = 0; t < taps; t++) koff[c * taps + t] = (int)((size_t)c * j->cstride + j->toff[t]);
+    memset(&dj, 0, sizeof(dj));
+    dj.isa = isa;
+    dj.span = 8 * isa->nr;
+    dj.d.M = Cg; dj.d.K = K; dj.d.koff = koff;
+    dj.d.F = (j->OH - 1) * j->Wq + j->OW; dj.d.Wq = j->Wq; dj.d.OW = j->OW; dj.d.ldy = P;
+    dj.d.act = j->act; dj.d.p0 = j->p0; dj.d.p1 = j->p1;
+    tasks = (dj.d.F + dj.span - 1) / dj.span;
+    for (j->n = 0; j->n < j->N; j->n++) {
+        oxk_parallel_for(j->C, pad_task, j);
+        for (j->g = 0; j->g < j->group; j->g++) {
+            size_t out = ((size_t)j->n * j->Cout + (size_t)j->g * Cg) * P;
+            dj.d.pa = j->packW + (size_t)j->g * per;
+            dj.d.x = j->xpad + (size_t)j->g * Cin_g * j->cstride;
+            dj.d.y = j->y + out;
+            dj.d.bias = j->bias ? j->bias + (size_t)j->g * Cg : NULL;
+            oxk_parallel_for(tasks, direct_task, &dj);
+        }
+    }
+    oxk_aligned_free(koff);
+    return 0;
+}
+#endif
+
 /* Bytes of panels per chunk, and the largest packed weights (per group) chunking is used for:
  * both together stay in a core's L2 cache. */
 #define CHUNK_BYTES (256 << 10)
@@ -230,6 +305,9 @@ static int conv_im2col(conv_job* j) {
     one = j->kh == 1 && j->kw == 1;   /* then Hq x Wq == OH x OW */
     pointwise = one && image_is_phases(j);
     need_pad = !image_is_phases(j);
+#if defined(OXK_X86_GEMM)
+    if (!one && direct_fits(j, direct_isa())) return conv_direct_gemm(j, direct_isa());
+#endif
     if (!need_pad) j->cstride = (size_t)j->H * j->W;   /* the image's channels */
     if (one && need_pad) {
         j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->cstride * sizeof(float));

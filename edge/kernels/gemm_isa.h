@@ -7,7 +7,8 @@
  * matmul.c picks one when the library loads (__builtin_cpu_supports, and the OXK_ISA environment
  * variable: sse2 | avx2 | avx512, never above what the CPU has) and every public SGEMM entry
  * (oxk_sgemm, oxk_pack_a/b and their sizes) goes through it, so packed panels always have the
- * chosen core's MR / NR. Conv builds B panels itself and asks for NR with OXK_SGEMM_NR.
+ * chosen core's MR / NR. Conv builds B panels itself and asks for NR with OXK_SGEMM_NR, or (wide
+ * output rows) runs the core's implicit GEMM, conv_direct.
  * Other targets (aarch64, wasm32, the generic build) have no choice: NR is VEC_NR. */
 #ifndef OXK_GEMM_ISA_H
 #define OXK_GEMM_ISA_H
@@ -19,8 +20,30 @@
 #endif
 
 #if defined(OXK_X86_GEMM)
+/* An implicit-GEMM convolution (conv.c's direct path): out[m, p] = sum_k A[m, k] x[koff[k] + f(p)]
+ * with the weights A packed as the core's A panels (oxk_conv_pack) and the B operand read straight
+ * from the padded input's phases, NR consecutive "flat" positions f = oh * Wq + ow at a time (the
+ * flat positions with ow >= OW fall in the padding and are computed but not stored). Each output
+ * sums all K steps in order in registers, then takes bias (per row) and the activation, and is
+ * stored at y[m * ldy + oh * OW + ow]. The call
+ * covers rows [0, M) and flat positions [f_beg, f_end) (f_beg a multiple of NR); it reads x up to
+ * 2 NR floats past koff[K - 1] + F. */
+typedef struct {
+    int M, K;
+    const float* pa;
+    const float* x;
+    const int* koff;
+    int F, Wq, OW;            /* F = (OH - 1) * Wq + OW flat positions */
+    float* y;
+    int ldy;
+    const float* bias;
+    int act;
+    float p0, p1;
+    int f_beg, f_end;
+} oxk_conv_direct;
+
 /* One SGEMM core: its name (oxk_backend), register tile, packing and the GEMM itself. sgemm gets
- * arguments oxk_sgemm has already checked, with M, N > 0. */
+ * arguments oxk_sgemm has already checked, with M, N > 0; conv_direct runs oxk_conv_direct. */
 typedef struct {
     const char* name;
     int mr, nr;
@@ -31,6 +54,7 @@ typedef struct {
                  const float* B, int ldb, const float* packB,
                  float beta, float* C, int ldc,
                  const float* bias, int bias_kind, int act, float p0, float p1);
+    void (*conv_direct)(const oxk_conv_direct* d);
 } oxk_gemm_isa;
 
 extern const oxk_gemm_isa oxk_gemm_avx2;

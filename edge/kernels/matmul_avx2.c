@@ -14,4 +14,11 @@
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #define V_MAX(a, b) _mm256_max_ps(a, b)
 #define V_MIN(a, b) _mm256_min_ps(a, b)
+/* lanes [lo, lo + n) */
+#define V_MASK_T __m256i
+#define V_MASK(lo, n) _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((lo) + (n)), \
+                                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), \
+                                       _mm256_cmpgt_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), \
+                                                          _mm256_set1_epi32(lo)))
+#define V_MASKSTORE(p, m, v) _mm256_maskstore_ps(p, m, v)
 #include "matmul_x86_impl.h"

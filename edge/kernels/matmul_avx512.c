@@ -15,4 +15,8 @@
 #define V_ADD(a, b) _mm512_add_ps(a, b)
 #define V_MAX(a, b) _mm512_max_ps(a, b)
 #define V_MIN(a, b) _mm512_min_ps(a, b)
+/* lanes [lo, lo + n) */
+#define V_MASK_T __mmask16
+#define V_MASK(lo, n) ((__mmask16)(((1u << (n)) - 1u) << (lo)))
+#define V_MASKSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
 #include "matmul_x86_impl.h"

@@ -6,6 +6,8 @@
  *   VT, VW         the vector type and its float lanes; the register tile is MR x NR, NR = 2 VW
  *   MR             rows of the tile (at most 14)
  *   V_LOAD(p) V_STORE(p, v) V_SET1(x) V_ZERO() V_FMA(a, b, acc) = a * b + acc, V_ADD V_MAX V_MIN
+ *   V_MASK_T, V_MASK(lo, n) (lanes [lo, lo + n)), V_MASKSTORE(p, m, v): masked lanes are not
+ *                  written
  * Both operands are packed (A in panels of MR rows, B in panels of NR columns; conv passes its
  * weights and im2col panels packed already), except one row of A (M == 1), read in place by
  * row_block with four B panels at a time. The micro-kernel broadcasts one A value per row and
@@ -14,7 +16,10 @@
  * tiles do no wasted arithmetic. alpha, beta, bias (row/col) and Relu/Clip are fused into the tile
  * store on the last K block; other activations run over the stored rows (oxk_act_row); tiles with
  * partial columns or alpha/beta to apply go through a buffer. Parallel over blocks of C (MB x NB)
- * with oxk_parallel_for; K is never split, so results do not depend on the thread count. */
+ * with oxk_parallel_for; K is never split, so results do not depend on the thread count.
+ * conv_direct (end of file) is conv.c's implicit GEMM on the same register tile: B vectors loaded
+ * straight from the padded input through per-K offsets, no im2col panels, all K in registers. */
+#include <immintrin.h>
 #include "oxk.h"
 #include "gemm_isa.h"
 
@@ -22,6 +27,8 @@
 #define KC 256
 #define MB (MR * 4)
 #define NB (NR * 8)
+/* the implicit-GEMM conv's software prefetch distance, in K steps */
+#define PF_B 8
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -330,4 +337,103 @@ static int sgemm(int transA, int transB, int M, int N, int K, float alpha,
     return 0;
 }
 
-const oxk_gemm_isa GEMM_ISA = {GEMM_NAME, MR, NR, pack_a, pack_b, sgemm};
+/* ------------------------------------------------------------------ implicit-GEMM convolution */
+
+/* The epilogue and store of one conv tile (R rows from m0, NR flat positions from f0): each vector's
+ * lanes split into runs that stay in one flat row; the runs inside the output (ow < OW) are stored
+ * with a lane mask at their output position. */
+static inline __attribute__((always_inline)) void conv_tile_store(const oxk_conv_direct* d, const int R,
+                                                                  VT* c0, VT* c1, int f0, int m0) {
+    const int act = d->act;
+    const ptrdiff_t ldy = d->ldy;
+    int v, r;
+    for (v = 0; v < 2; v++) {
+        VT* c = v ? c1 : c0;
+        int f = f0 + v * VW, lane = 0;
+        while (lane < VW && f < d->F) {
+            const int oh = f / d->Wq, ow = f - oh * d->Wq;
+            const int run = VW - lane < d->Wq - ow ? VW - lane : d->Wq - ow;
+            if (ow < d->OW) {
+                const int n = run < d->OW - ow ? run : d->OW - ow;
+                const V_MASK_T mask = V_MASK(lane, n);
+                /* lane 0's output offset (lanes below `lane` are masked: never touched) */
+                const ptrdiff_t off = (ptrdiff_t)oh * d->OW + ow - lane;
+#pragma GCC unroll 16
+                for (r = 0; r < R; r++) {
+                    const ptrdiff_t at = (ptrdiff_t)(m0 + r) * ldy + off;
+                    float* yp = d->y + at;
+                    VT t = c[r];
+                    if (d->bias) t = V_ADD(t, V_SET1(d->bias[m0 + r]));
+                    if (act == OXK_ACT_RELU || act == OXK_ACT_CLIP) {
+                        t = V_MAX(t, V_SET1(act == OXK_ACT_CLIP ? d->p0 : 0.f));
+                        if (act == OXK_ACT_CLIP) t = V_MIN(t, V_SET1(d->p1));
+                    }
+                    V_MASKSTORE(yp, mask, t);
+                    if (act > OXK_ACT_CLIP) oxk_act_row(yp + lane, n, act, d->p0, d->p1);
+                }
+            }
+            lane += run;
+            f += run;
+        }
+    }
+}
+
+/* R rows (a constant after inlining) x NR flat positions from f0: all K steps, B from the input. */
+static inline __attribute__((always_inline)) void conv_tile(const oxk_conv_direct* d, const int R,
+                                                            const float* a, int f0, int m0) {
+    VT c0[MR], c1[MR];
+    const float* xb = d->x + f0;
+    const int* ko = d->koff;
+    const int K = d->K;
+    int r, k;
+#pragma GCC unroll 16
+    for (r = 0; r < R; r++) { c0[r] = V_ZERO(); c1[r] = V_ZERO(); }
+#pragma GCC unroll 2
+    for (k = 0; k < K; k++) {
+        const float* bp = xb + ko[k];
+        VT b0 = V_LOAD(bp), b1 = V_LOAD(bp + VW);
+        /* the packed weights stay in L1 over a task's tiles; the input rows come from L2 through
+         * offsets no hardware prefetcher follows: fetch the last line of a later step's row */
+        _mm_prefetch((const char*)(xb + ko[k + PF_B < K ? k + PF_B : k] + NR), _MM_HINT_T0);
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) {
+            VT av = V_SET1(a[r]);
+            c0[r] = V_FMA(av, b0, c0[r]);
+            c1[r] = V_FMA(av, b1, c1[r]);
+        }
+        a += MR;
+    }
+    conv_tile_store(d, R, c0, c1, f0, m0);
+}
+
+typedef void (*conv_tile_fn)(const oxk_conv_direct* d, const float* a, int f0, int m0);
+#define CONV_TILE_FN(R) \
+    static void conv_tile_##R(const oxk_conv_direct* d, const float* a, int f0, int m0) { conv_tile(d, R, a, f0, m0); }
+CONV_TILE_FN(1) CONV_TILE_FN(2) CONV_TILE_FN(3) CONV_TILE_FN(4) CONV_TILE_FN(5) CONV_TILE_FN(6)
+#if MR > 6
+CONV_TILE_FN(7) CONV_TILE_FN(8) CONV_TILE_FN(9) CONV_TILE_FN(10) CONV_TILE_FN(11) CONV_TILE_FN(12)
+#endif
+#if MR > 12
+CONV_TILE_FN(13) CONV_TILE_FN(14)
+#endif
+static const conv_tile_fn CONV_TILES[MR] = {
+    conv_tile_1, conv_tile_2, conv_tile_3, conv_tile_4, conv_tile_5, conv_tile_6,
+#if MR > 6
+    conv_tile_7, conv_tile_8, conv_tile_9, conv_tile_10, conv_tile_11, conv_tile_12,
+#endif
+#if MR > 12
+    conv_tile_13, conv_tile_14,
+#endif
+};
+
+/* Each row strip (its packed weights stay in L1) over the call's flat positions. */
+static void conv_direct(const oxk_conv_direct* d) {
+    int m0, f0;
+    for (m0 = 0; m0 < d->M; m0 += MR) {
+        const int rows = d->M - m0 < MR ? d->M - m0 : MR;
+        const float* a = d->pa + (size_t)(m0 / MR) * d->K * MR;
+        for (f0 = d->f_beg; f0 < d->f_end; f0 += NR) CONV_TILES[rows - 1](d, a, f0, m0);
+    }
+}
+
+const oxk_gemm_isa GEMM_ISA = {GEMM_NAME, MR, NR, pack_a, pack_b, sgemm, conv_direct};

@@ -48,6 +48,15 @@ CONV_CASES = [
     (1, 2, 1, 50, 4, 1, 1, 5, (1, 2), (1, 3), (0, 2, 0, 1)),      # 1-D (H = 1), dilated, strided
     (2, 6, 1, 33, 6, 6, 1, 3, (1, 1), (1, 1), (0, 1, 0, 1)),      # 1-D depthwise
     (1, 6, 1, 40, 9, 3, 1, 4, (1, 3), (1, 2), (0, 0, 0, 3)),      # 1-D grouped, dilated
+    # wide output rows: the x86 AVX2/AVX-512 implicit GEMM (B read from the padded input, outputs
+    # stored under lane masks per flat row); odd row counts (M % MR), flat ends inside a tile
+    (1, 5, 9, 70, 13, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),     # 3x3 s1, 13 rows
+    (1, 6, 11, 61, 7, 1, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),     # 3x3 s2 (phases)
+    (2, 8, 6, 47, 16, 2, 3, 3, (1, 1), (1, 1), (0, 1, 2, 1)),     # grouped, batch 2, uneven pads
+    (1, 3, 8, 90, 25, 1, 5, 3, (1, 1), (2, 1), (4, 1, 4, 1)),     # 5x3, dilated rows
+    (1, 3, 20, 64, 16, 1, 7, 7, (2, 2), (1, 1), (3, 3, 3, 3)),    # a 7x7 s2 stem, 32 wide
+    (1, 4, 1, 100, 30, 1, 1, 3, (1, 1), (1, 1), (0, 1, 0, 1)),    # 1-D, 3 taps
+    (1, 2, 3, 27, 40, 1, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),     # unpadded (read past the end)
 ]
 ACTS = [("", ()), ("Relu", ()), ("Clip", (0.0, 6.0)), ("Sigmoid", ())]
 
@@ -146,8 +155,9 @@ def test_conv_forced_paths_and_threads_bitwise():
         outs = []
         for t in (1, 2):
             lib.set_num_threads(t)
-            outs.append([lib.conv2d(*_case(c, 7)[:3], c[5], c[8], c[9], c[10], _case(c, 7)[3], "Relu").tobytes()
-                         for c in CONV_CASES[13:16]])
+            outs.append([lib.conv2d(*_case(c, 7)[:3], c[5], c[8], c[9], c[10], _case(c, 7)[3], "Relu",
+                                    packed_w=lib.conv_pack(_case(c, 7)[1], c[5])).tobytes()
+                         for c in CONV_CASES[13:16] + CONV_CASES[18:]])
             rng = np.random.default_rng(3)
             x = rng.standard_normal((1, 32, 20, 20)).astype(np.float32)
             w = rng.standard_normal((32, 16, 2, 2)).astype(np.float32)
