@@ -1,8 +1,9 @@
 """Builds onnxedge's C kernel library for every target and prints each compiler command.
 
 Targets (default: all whose compiler is installed; `--targets` picks some):
-  host      this machine's build (x86_64: baseline SSE2, plus AVX2+FMA and AVX-512F SGEMM cores
-            chosen at load, OXK_ISA=sse2|avx2|avx512 caps the choice; aarch64: NEON)
+  host      this machine's build (x86_64: baseline SSE2, plus AVX2+FMA and AVX-512F SGEMM cores,
+            depthwise loops and elementwise functions chosen at load, OXK_ISA=sse2|avx2|avx512
+            caps the choice; aarch64: NEON)
             -> edge/neon/lib/<arch>/libonnxedge_kernels.so
   generic   plain C vector backend (OXK_FORCE_GENERIC) -> .../libonnxedge_kernels_generic.so
   aarch64   cross build, aarch64-linux-gnu-gcc -march=armv8-a -mtune=cortex-a72, with an
