@@ -61,9 +61,12 @@ static scratch_set* scratch_of_thread(void) {
     }
     return s;
 }
-#else
-static scratch_set g_scratch;
-static scratch_set* scratch_of_thread(void) { return &g_scratch; }
+#else   /* one set per thread slot: the main instance and each Web Worker of the wasm threads build */
+static scratch_set g_scratch[OXK_THREAD_SLOTS];
+static scratch_set* scratch_of_thread(void) {
+    int slot = oxk_thread_slot();
+    return slot >= 0 && slot < OXK_THREAD_SLOTS ? &g_scratch[slot] : NULL;
+}
 #endif
 
 void* oxk_scratch(int slot, size_t bytes) {

@@ -392,3 +392,25 @@ int oxk_sgemm_run(const oxk_sgemm_plan* p, int M, const float* A, const float* B
                      B, p->transB ? p->K : p->N, p->packB, p->beta, C, p->N,
                      p->bias, p->bias_kind, p->act, p->p0, p->p1);
 }
+
+/* oxk_matmul: MatMul with both operands computed (attention's batched products, issue #17): one
+ * plan's GEMM per batch index (i0, i1, i2) of the folded batch axes, A and B found through their
+ * strides (0: broadcast), C contiguous. */
+int oxk_matmul(const oxk_matmul_args* m, int M, const float* A, const float* B, float* C) {
+    const oxk_sgemm_plan* p;
+    int i0, i1, i2, rc;
+    size_t mn;
+    if (!m || !m->plan || M < 0 || m->d0 < 0 || m->d1 < 0 || m->d2 < 0) return OXK_EARG;
+    p = m->plan;
+    mn = (size_t)M * p->N;
+    for (i0 = 0; i0 < m->d0; i0++)
+        for (i1 = 0; i1 < m->d1; i1++)
+            for (i2 = 0; i2 < m->d2; i2++) {
+                size_t ia = (size_t)i0 * m->sa0 + (size_t)i1 * m->sa1 + (size_t)i2 * m->sa2;
+                size_t ib = (size_t)i0 * m->sb0 + (size_t)i1 * m->sb1 + (size_t)i2 * m->sb2;
+                size_t ic = ((size_t)i0 * m->d1 + i1) * m->d2 + i2;
+                rc = oxk_sgemm_run(p, M, A + ia, B ? B + ib : NULL, C + ic * mn);
+                if (rc) return rc;
+            }
+    return 0;
+}

@@ -139,6 +139,10 @@ void oxk_aligned_free(void* p);
 #define OXK_SCRATCH_SLOTS 4
 enum { OXK_SCRATCH_PACK_A = 0, OXK_SCRATCH_PACK_B = 1, OXK_SCRATCH_PAD = 2, OXK_SCRATCH_PANELS = 3 };
 void* oxk_scratch(int slot, size_t bytes);
+/* Builds without pthreads: which thread runs this (0: the caller's, the main instance; i + 1: Web
+ * Worker i of the wasm threads build), so per-thread state (the scratch blocks) needs no TLS. */
+#define OXK_THREAD_SLOTS 64
+int oxk_thread_slot(void);
 
 /* ---- Layouts and programs (issue #16). ---------------------------------------------------------
  * oxk_layout: every public struct's size and each field's name, offset, size and kind ('i' int32,

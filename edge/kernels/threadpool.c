@@ -133,9 +133,28 @@ static int run_tasks(void) {
     return done;
 }
 
+/* Each worker's stack top, so a thread can tell which it is (oxk_thread_slot): every instance has
+ * its own stack (the main one below __heap_base, --stack-first; the workers' in the heap), and C
+ * globals live in the shared memory, so "which stack holds my frame" is the one per-thread fact. */
+extern unsigned char __heap_base;
+static uintptr_t g_stack_top[OXK_MAX_THREADS];
+
+int oxk_thread_slot(void) {
+    uintptr_t frame = (uintptr_t)__builtin_frame_address(0), best = 0;
+    int i, slot = 0, n = ld(&g_started);
+    if (frame < (uintptr_t)&__heap_base) return 0;   /* the main instance */
+    for (i = 0; i < n && i < OXK_MAX_THREADS - 1; i++) {
+        uintptr_t top = g_stack_top[i];
+        if (top >= frame && (!best || top < best)) { best = top; slot = i + 1; }
+    }
+    return slot;
+}
+
 /* The body of worker `index` (0-based; the caller is not a worker): never returns. */
 OXK_API void oxk_worker_loop(int index) {
     int seen = ld(&g_gen);
+    if (index >= 0 && index < OXK_MAX_THREADS - 1)
+        g_stack_top[index] = (uintptr_t)__builtin_frame_address(0);
     __c11_atomic_fetch_add(&g_started, 1, __ATOMIC_SEQ_CST);
     for (;;) {
         int spin = 0;
@@ -185,6 +204,7 @@ void oxk_parallel_for(int n, oxk_task_fn fn, void* ctx) {
 
 #else  /* OXK_NO_THREADS */
 
+int oxk_thread_slot(void) { return 0; }
 int oxk_set_num_threads(int n) { (void)n; return 1; }
 int oxk_get_num_threads(void) { return 1; }
 void oxk_parallel_for(int n, oxk_task_fn fn, void* ctx) {

@@ -69,9 +69,8 @@ def model_files(tmp_path_factory) -> Dict[str, str]:
 @pytest.mark.parametrize("name, wasm_ops, steps, reads", [
     ("mlp", {"FusedGemm", "Gemm", "Softmax"}, 1, 1),
     ("resnet18", {"FusedConv", "Conv", "MaxPool", "GlobalAveragePool", "Flatten", "Gemm"}, 1, 1),
-    ("bert_encoder", {"Gather", "FusedMatMul", "Add", "Mul", "Sub", "MultiHeadAttention", "LayerNormalization",
-                      "Gelu"},
-     2, 2),
+    ("bert_encoder", {"Gather", "FusedMatMul", "Add", "Mul", "Sub", "MultiHeadAttention", "LayerNormalization"},
+     2, 2),   # Gelu is its FusedMatMul's epilogue
 ])
 def test_models_run_as_one_program_per_step_edge(kernels, model_files, name, wasm_ops, steps, reads):
     feeds = models.make_inputs(name)
@@ -83,8 +82,9 @@ def test_models_run_as_one_program_per_step_edge(kernels, model_files, name, was
     sess.run(None, feeds)   # the first run of a signature goes node by node and compiles the program
     # node by node: the kernel ops on their kernels, each program-only op (views aside) as a
     # one-instruction program (the same kernels as the step's program)
+    # (views and a Gather of int64 ids take their CPU kernel on a first run: the same values)
     alone = [r for r in report if r["provider"] == WASM and r["op_type"] in
-             set(onnxedge.oxk_program.PROGRAM_ONLY_OPS) - set(onnxedge.oxk_program.VIEWS)]
+             set(onnxedge.oxk_program.PROGRAM_ONLY_OPS) - set(onnxedge.oxk_program.VIEWS) - {"Gather"}]
     assert kernels.counts.get("program_run", 0) == len(alone)
     assert kernels.counts.get("sgemm_run", 0) + kernels.counts.get("conv_run", 0) >= 1
     kernels.counts.clear()

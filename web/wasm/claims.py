@@ -113,8 +113,13 @@ def _gemm(node: ir.Node, facts: Facts) -> Optional[str]:
 
 def _matmul(node: ir.Node, facts: Facts) -> Optional[str]:
     ins = list(node.inputs) + [""] * 3
+    if ins[1] not in facts.consts:   # B computed at run time: oxk_matmul, B unpacked
+        why = _act_reason(node) or oxk_program.matmul_reason(node, facts, "wasm")
+        if why or not ins[2]:
+            return why
+        return _const(facts.consts, ins[2], 1, "bias (with a computed B)")
     why = _act_reason(node) or _float(facts, ins[:3]) or \
-        _const(facts.consts, ins[1], 2, "B (batched B is not supported)")
+        _const(facts.consts, ins[1], 2, "B (a constant B must be 2-D)")
     if why:
         return why
     _, rank = _declared(facts, ins[0])
@@ -141,6 +146,11 @@ def _pool(node: ir.Node, facts: Facts) -> Optional[str]:
     return _float(facts, node.inputs[:1]) or bad
 
 
+def _attention(node: ir.Node, facts: Facts) -> Optional[str]:
+    """com.onnxedge MultiHeadAttention: the rule every engine provider shares."""
+    return oxk_program.attention_reason(node, facts, "wasm")
+
+
 def _program_only(node: ir.Node, facts: Facts) -> Optional[str]:
     """Activations, binary ops, Softmax and views: run inside the group's compiled program (node
     by node, the CPU kernels run them)."""
@@ -158,7 +168,8 @@ for _dom, _op, _check in (("", "Conv", _conv), (FUSED, "FusedConv", _conv),
                           (FUSED, "FusedGemm", _gemm), ("", "MatMul", _matmul),
                           (FUSED, "FusedMatMul", _matmul), ("", "MaxPool", _pool),
                           ("", "AveragePool", _pool), ("", "GlobalAveragePool", _pool),
-                          ("", "GlobalMaxPool", _pool)):
+                          ("", "GlobalMaxPool", _pool),
+                          (FUSED, fused_ops.MULTI_HEAD_ATTENTION, _attention)):
     TABLE.add(OpSupport(_dom, _op, check=_check, build=_build))
 for _op in oxk_program.PROGRAM_ONLY_OPS:
     TABLE.add(OpSupport("", _op, check=_program_only, build=_build))

@@ -255,6 +255,72 @@ class PoolOp(Op):
         return out, run
 
 
+class ComputedMatMulOp(Op):
+    """MatMul / FusedMatMul whose B is computed at run time: oxk_matmul over the broadcast
+    batches (onnxedge.oxk_program.matmul_geometry), the call the program's OXK_OP_MATMUL makes
+    (same plan), so node by node and in programs it gives the same bits. FusedMatMul's constant
+    bias and activation go to the plan's epilogue."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        super().__init__(node, kernels, [node.inputs[0], node.inputs[1]])
+        ins = list(node.inputs) + [""] * 3
+        self.bias = consts.get(ins[2]) if ins[2] else None
+        self.act, (self.p0, self.p1) = claims.activation(node)
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        from onnxedge import oxk_program
+        geo = oxk_program.matmul_geometry(shapes[0], shapes[1])
+        if geo is None:
+            return None
+        m, kk, n, folded, out = geo
+        k, what = self.kernels, self.what
+        bias = 0
+        if self.bias is not None:
+            if self.bias.shape != (n,):
+                return None
+            bias = self.keep(k.put(self.bias))
+        plan = self.keep(k.put_struct("oxk_sgemm_plan", (
+            0, 0, n, kk, 1.0, 0.0, 0, 0, bias, transport.BIAS_COL if bias else transport.BIAS_NONE,
+            claims.ACT[self.act], self.p0, self.p1)))
+        args = self.keep(k.put_struct("oxk_matmul_args", (plan,) + tuple(folded)))
+
+        def run(ins: Sequence[int], y: int) -> None:
+            rc = k.call("oxk_matmul", args, m, ins[0], ins[1], y)
+            if rc:
+                k.check(rc, what)
+
+        return tuple(out), run
+
+
+class AttentionOp(Op):
+    """com.onnxedge MultiHeadAttention through oxk_attention (the program's OXK_OP_ATTENTION
+    call, with the same arguments: onnxedge.oxk_program.attention_args), a scores scratch block
+    per bound shape."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        super().__init__(node, kernels, [n for n in node.inputs[:4] if n])
+        self.masked = len(self.data) > 3
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        from onnxedge import oxk_program
+        found = oxk_program.attention_args(self.node, shapes[0], shapes[1], shapes[2],
+                                           shapes[3] if self.masked else None)
+        if found is None:
+            return None
+        values, scratch = found
+        k, what, masked = self.kernels, self.what, self.masked
+        args = self.keep(k.put_struct("oxk_attention_args", values))
+        work = self.keep(k.alloc(4 * max(1, scratch)))
+        out = (values[0], values[2], values[1] * values[5])
+
+        def run(ins: Sequence[int], y: int) -> None:
+            rc = k.call("oxk_attention", args, ins[0], ins[1], ins[2], ins[3] if masked else 0, work, y)
+            if rc:
+                k.check(rc, what)
+
+        return out, run
+
+
 class ProgramOnlyOp(Op):
     """An op only the compiled program runs (activations, binary ops, Softmax, views): node by node
     it has no kernel (bind gives None), so the group's node-by-node runs use the CPU kernels."""
@@ -274,7 +340,11 @@ _BUILDERS: Dict[str, Callable[..., Op]] = {
 
 def build(node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]) -> Op:
     """The Op of a claimed node (claims.reason(node) is None)."""
+    if node.op_type in ("MatMul", "FusedMatMul") and node.inputs[1] not in consts:
+        return ComputedMatMulOp(node, kernels, consts)
+    if node.op_type == "MultiHeadAttention":
+        return AttentionOp(node, kernels, consts)
     return _BUILDERS.get(node.op_type, ProgramOnlyOp)(node, kernels, consts)
 
 
-__all__ = ["Op", "GemmOp", "ConvOp", "PoolOp", "ProgramOnlyOp", "build"]
+__all__ = ["Op", "GemmOp", "ComputedMatMulOp", "AttentionOp", "ConvOp", "PoolOp", "ProgramOnlyOp", "build"]

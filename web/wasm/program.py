@@ -18,7 +18,8 @@ import numpy as np
 from onnxedge import ir, oxk_program
 from onnxedge.errors import OnnxEdgeError
 from onnxedge.oxk_program import (EMIT as SHARED_EMIT, OP_CONV2D, OP_POOL2D, Builder, Compiled, Target,
-                                  Unsupported, emit_conv_sum, emit_gemm_plan, emit_global_pool)
+                                  Unsupported, emit_computed_matmul, emit_conv_sum, emit_gemm_plan,
+                                  emit_global_pool)
 
 from . import ops
 from .transport import Kernels
@@ -117,6 +118,9 @@ class WasmProgram:
 # ----------------------------------------------------------------------------- emitters
 
 def _gemm(bd: Builder, node: ir.Node, op: Any) -> None:
+    if isinstance(op, ops.ComputedMatMulOp):
+        emit_computed_matmul(bd, node)
+        return
     if not isinstance(op, ops.GemmOp):
         raise Unsupported("%s has no packed plan" % node.op_type)
     emit_gemm_plan(bd, node, op.plan, op.K, op.N, False)
