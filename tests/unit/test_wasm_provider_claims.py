@@ -95,13 +95,17 @@ def test_claims_program_only_ops_with_reasons(ep):
     ("gemm_transA", "transA=1 is not supported"),
     ("gemm_row_bias", "is not a constant per-column bias of 3 values"),
     ("conv_softsign", "activation 'Softsign' has no wasm epilogue"),
-    ("conv_3d", "kernel_shape [3, 3, 3] is not 2-D"),
+    ("conv_3d", "kernel_shape [3, 3, 3] is not 1-D or 2-D"),
     ("conv_weight_fed", "weight 'w' is not a constant initializer"),
     ("conv_weight_overridable", "weight 'w' is not a constant initializer"),
     ("matmul_batched_b", "expected float32 of rank 2"),
     ("matmul_int", "is not float32 (ONNX element type 6)"),
     ("maxpool_indices", "MaxPool's Indices output is not produced by the wasm kernel"),
-    ("conv_rank3_input", "input 'x' has rank 3; the wasm provider runs NCHW 2-D convolutions"),
+    ("conv_rank3_input", "input 'x' has rank 3, weight 'w' rank 4"),
+    ("convt_weight_fed", "weight 'w' is not a constant initializer"),
+    ("convt_3d", "kernel_shape [3, 3, 3] is not 1-D or 2-D"),
+    ("lstm_sequence_lens", "input sequence_lens is given"),
+    ("gru_weights_fed", "W ('w') is not a constant"),
 ])
 def test_reasons_for_nodes_left_to_the_cpu(ep, case, expected):
     inits = [_w("w", 4, 4, 3, 3)]
@@ -131,12 +135,27 @@ def test_reasons_for_nodes_left_to_the_cpu(ep, case, expected):
         node = helper.make_node("MatMul", ["x", "w"], ["y"], "n")
         inputs = [_vi("x", [2, 4], TensorProto.INT32)]
         inits = [numpy_helper.from_array(np.ones((4, 3), np.int32), "w")]
+    elif case == "convt_weight_fed":
+        node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], "n")
+        inputs, inits = inputs + [_vi("w", [4, 4, 3, 3])], []
+    elif case == "convt_3d":
+        node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], "n", kernel_shape=[3, 3, 3])
+        inputs, inits = [_vi("x", [1, 4, 8, 8, 8])], [_w("w", 4, 4, 3, 3, 3)]
+    elif case in ("lstm_sequence_lens", "gru_weights_fed"):
+        lstm = case.startswith("lstm")
+        g4 = 4 if lstm else 3
+        inputs = [_vi("x", [5, 1, 4]), _vi("lens", [1], TensorProto.INT32)]
+        inits = [_w("w", 1, g4 * 2, 4), _w("r", 1, g4 * 2, 2)]
+        if not lstm:
+            inputs, inits = inputs[:1] + [_vi("w", [1, 6, 4])], inits[1:]
+        node = helper.make_node("LSTM" if lstm else "GRU", ["x", "w", "r", "", "lens" if lstm else ""],
+                                ["y"], "n", hidden_size=2)
     elif case == "maxpool_indices":
         node = helper.make_node("MaxPool", ["x"], ["y", "idx"], "n", kernel_shape=[2, 2])
         inits = []
     else:
         node = helper.make_node("Conv", ["x", "w"], ["y"], "n")
-        inputs, inits = [_vi("x", [4, 8, 8])], [_w("w", 4, 4, 3)]
+        inputs = [_vi("x", [4, 8, 8])]
     outputs = [_vi(o) for o in node.output]
     g = _graph([node], inputs, outputs, inits)
     assert _claims(ep, g) == []

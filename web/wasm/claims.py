@@ -1,7 +1,9 @@
 """Which nodes the wasm SIMD provider runs, and why it passes over the others.
 
 Pure Python (no `js`), so the claims are tested natively. A node is claimed when the C kernels
-take it as declared: float32, 2-D convolutions and pools, GEMMs against constant 2-D weights
+take it as declared: float32, 1-D and 2-D convolutions (1-D as 2-D with H = 1) and transposed
+convolutions with constant weights, 2-D pools, LSTM / GRU with constant weights
+(onnxedge.oxk_rnn.reason), GEMMs against constant 2-D weights
 (pre-packed into wasm memory once) or computed (MatMul over broadcast batches, B unpacked:
 onnxedge.oxk_program.matmul_reason), com.onnxedge MultiHeadAttention (one C op:
 oxk_program.attention_reason), epilogue activations the kernels have; and the ops only a
@@ -17,7 +19,7 @@ from typing import Any, Dict, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops, ir, oxk_program
+from onnxedge import fused_ops, ir, oxk_program, oxk_rnn
 from onnxedge.fused_ops import DOMAIN as FUSED, MS_DOMAIN
 from onnxedge.providers.support import Facts, NoFacts, OpSupport, SupportTable
 
@@ -53,13 +55,16 @@ def _rank(facts: Facts, name: str, ok: Sequence[int], what: str) -> Optional[str
     return None
 
 
-def _const(consts: Dict[str, Any], name: str, ndim: int, what: str) -> Optional[str]:
+def _const(consts: Dict[str, Any], name: str, ndim: Any, what: str) -> Optional[str]:
+    """Why `name` is not a constant float32 initializer of rank `ndim` (an int or a tuple of them)."""
+    ranks = ndim if isinstance(ndim, tuple) else (ndim,)
     w = consts.get(name)
     if not isinstance(w, np.ndarray):
         return "%s %r is not a constant initializer (weights are pre-packed into wasm memory once)" \
             % (what, name)
-    if w.dtype != np.float32 or w.ndim != ndim:
-        return "%s %r is %s of rank %d; expected float32 of rank %d" % (what, name, w.dtype, w.ndim, ndim)
+    if w.dtype != np.float32 or w.ndim not in ranks:
+        return "%s %r is %s of rank %d; expected float32 of rank %s" % (
+            what, name, w.dtype, w.ndim, " or ".join(str(r) for r in ranks))
     return None
 
 
@@ -72,16 +77,21 @@ def _act_reason(node: ir.Node) -> Optional[str]:
 
 
 def _conv(node: ir.Node, facts: Facts) -> Optional[str]:
+    """Conv / FusedConv: 2-D, or 1-D (NCL: run as 2-D with H = 1), constant float32 weights."""
     ins = list(node.inputs) + [""] * 4
     ks = node.attributes.get("kernel_shape")
-    if ks is not None and len(ks) != 2:
-        return "kernel_shape %s is not 2-D; the wasm provider runs 2-D convolutions" % (list(ks),)
+    if ks is not None and len(ks) not in (1, 2):
+        return "kernel_shape %s is not 1-D or 2-D; the wasm provider runs 1-D and 2-D convolutions" \
+            % (list(ks),)
     why = _act_reason(node) or _float(facts, ins[:4]) or \
-        _rank(facts, ins[0], (4,), "NCHW 2-D convolutions") or \
-        _const(facts.consts, ins[1], 4, "weight")
+        _rank(facts, ins[0], (3, 4), "NCL / NCHW 1-D and 2-D convolutions") or \
+        _const(facts.consts, ins[1], (3, 4), "weight")
     if why:
         return why
     w = facts.consts[ins[1]]
+    _, rank = _declared(facts, ins[0])
+    if rank is not None and rank != w.ndim:
+        return "input %r has rank %d, weight %r rank %d" % (ins[0], rank, ins[1], w.ndim)
     group = int(node.attributes.get("group", 1))
     if group < 1 or w.shape[0] % group:
         return "group %d does not divide the %d output channels" % (group, w.shape[0])
@@ -91,6 +101,36 @@ def _conv(node: ir.Node, facts: Facts) -> Optional[str]:
             (None if bias.shape == (w.shape[0],) else "bias %r has shape %s, expected (%d,)"
              % (ins[2], bias.shape, w.shape[0]))
     return None
+
+
+def _convt(node: ir.Node, facts: Facts) -> Optional[str]:
+    """ConvTranspose: 1-D or 2-D, float32, constant weights (packed once) and bias."""
+    ins = list(node.inputs) + [""] * 3
+    ks = node.attributes.get("kernel_shape")
+    if ks is not None and len(ks) not in (1, 2):
+        return "kernel_shape %s is not 1-D or 2-D; the wasm provider runs 1-D and 2-D transposed " \
+            "convolutions" % (list(ks),)
+    why = _float(facts, ins[:3]) or \
+        _rank(facts, ins[0], (3, 4), "NCL / NCHW transposed convolutions") or \
+        _const(facts.consts, ins[1], (3, 4), "weight")
+    if why:
+        return why
+    w = facts.consts[ins[1]]
+    group = int(node.attributes.get("group", 1))
+    if group < 1 or w.shape[0] % group:
+        return "group %d does not divide the %d input channels" % (group, w.shape[0])
+    if ins[2]:
+        bias = facts.consts.get(ins[2])
+        cout = w.shape[1] * group
+        return _const(facts.consts, ins[2], 1, "bias") or \
+            (None if bias.shape == (cout,) else "bias %r has shape %s, expected (%d,)"
+             % (ins[2], bias.shape, cout))
+    return None
+
+
+def _rnn(node: ir.Node, facts: Facts) -> Optional[str]:
+    """LSTM / GRU: the rule every engine provider shares (onnxedge.oxk_rnn.reason)."""
+    return oxk_rnn.reason(node, facts, "wasm")
 
 
 def _gemm(node: ir.Node, facts: Facts) -> Optional[str]:
@@ -163,7 +203,8 @@ def _build(node: ir.Node, kernels: Any, consts: Dict[str, np.ndarray]) -> Any:
 
 
 TABLE = SupportTable("WasmSimdExecutionProvider")
-for _dom, _op, _check in (("", "Conv", _conv), (FUSED, "FusedConv", _conv),
+for _dom, _op, _check in (("", "Conv", _conv), (FUSED, "FusedConv", _conv), ("", "ConvTranspose", _convt),
+                          ("", "LSTM", _rnn), ("", "GRU", _rnn),
                           (MS_DOMAIN, "FusedConv", _conv), ("", "Gemm", _gemm),
                           (FUSED, "FusedGemm", _gemm), ("", "MatMul", _matmul),
                           (FUSED, "FusedMatMul", _matmul), ("", "MaxPool", _pool),

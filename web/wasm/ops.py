@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import ir
+from onnxedge import ir, oxk_program
 
 from . import claims, transport
 from .transport import Kernels
@@ -113,19 +113,27 @@ class GemmOp(Op):
 
 # ------------------------------------------------------------------------------------ Conv
 
+def as_2d(w: np.ndarray) -> np.ndarray:
+    """A 1-D convolution's weight (O, I, k) as the 2-D kernels take it, (O, I, 1, k)."""
+    return w.reshape(w.shape[:2] + (1,) + w.shape[2:]) if w.ndim == 3 else w
+
+
 class ConvOp(Op):
-    """Conv / FusedConv (2-D, NCHW) with packed constant weights; FusedConv's Z (a residual) is
-    added after the convolution by a K=1 GEMM (y = 1 * Z + y, then the activation), in place."""
+    """Conv / FusedConv (2-D NCHW, or 1-D NCL run as 2-D with H = 1) with packed constant weights;
+    FusedConv's Z (a residual) is added after the convolution by a K=1 GEMM (y = 1 * Z + y, then
+    the activation), in place."""
 
     def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
         ins = list(node.inputs) + [""] * 4
         super().__init__(node, kernels, [ins[0]] + ([ins[3]] if ins[3] else []))
         from onnxedge.geometry import auto_pad_mode, spatial_attr
         a = node.attributes
-        self.w = np.ascontiguousarray(consts[ins[1]], np.float32)
+        w = np.ascontiguousarray(consts[ins[1]], np.float32)
+        self.nd = w.ndim - 2      # 1: a 1-D convolution (NCL), run as 2-D with H = 1
+        self.w = as_2d(w)
         self.group = int(a.get("group", 1))
-        self.strides = spatial_attr(node.op_type, "strides", a.get("strides"), 2, 1, 1)
-        self.dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), 2, 1, 1)
+        self.strides = spatial_attr(node.op_type, "strides", a.get("strides"), self.nd, 1, 1)
+        self.dil = spatial_attr(node.op_type, "dilations", a.get("dilations"), self.nd, 1, 1)
         self.auto_pad = auto_pad_mode(node.op_type, a.get("auto_pad", "NOTSET"))
         self.pads = a.get("pads")
         self.ks = a.get("kernel_shape")
@@ -152,19 +160,26 @@ class ConvOp(Op):
     def _plan(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
         from onnxedge.geometry import conv_geometry
         co, ci, kh, kw = self.w.shape
-        if len(x) != 4 or 0 in x or x[1] != ci * self.group or \
-                (self.ks and [int(v) for v in self.ks] != [kh, kw]):
+        ks = self.w.shape[4 - self.nd:]
+        if len(x) != self.nd + 2 or 0 in x or x[1] != ci * self.group or \
+                (self.ks and [int(v) for v in self.ks] != list(ks)):
             return None
-        beg, end, hw = conv_geometry(self.node.op_type, x[2:], (kh, kw), self.strides, self.dil,
+        beg, end, hw = conv_geometry(self.node.op_type, x[2:], ks, self.strides, self.dil,
                                      self.pads, self.auto_pad)
         if min(hw) <= 0:
             return None
-        out = (x[0], co, int(hw[0]), int(hw[1]))
+        out = (x[0], co) + tuple(int(v) for v in hw)
+        if self.nd == 1:   # H = 1: no padding, stride or dilation along it
+            x, hw = x[:2] + (1,) + x[2:], (1, int(hw[0]))
+            strides, dil, beg, end = (1,) + tuple(self.strides), (1,) + tuple(self.dil), \
+                [0] + list(beg), [0] + list(end)
+        else:
+            strides, dil = self.strides, self.dil
         fused = not self.z
         p0, p1 = self.params if fused else (0.0, 0.0)
         plan = self.keep(self.kernels.put_struct("oxk_conv_plan", (
-            x[1], x[2], x[3], co, kh, kw, self.group, self.strides[0], self.strides[1],
-            self.dil[0], self.dil[1], beg[0], beg[1], end[0], end[1], out[2], out[3],
+            x[1], x[2], x[3], co, kh, kw, self.group, strides[0], strides[1],
+            dil[0], dil[1], beg[0], beg[1], end[0], end[1], int(hw[0]), int(hw[1]),
             claims.ACT[self.act] if fused else 0, transport.CONV_AUTO, p0, p1,
             self.weight, self.packed, self.bias)))
         return plan, out, x[0]
@@ -321,9 +336,77 @@ class AttentionOp(Op):
         return out, run
 
 
-class ProgramOnlyOp(Op):
-    """An op only the compiled program runs (activations, binary ops, Softmax, views): node by node
-    it has no kernel (bind gives None), so the group's node-by-node runs use the CPU kernels."""
+class ConvTransposeOp(Op):
+    """ConvTranspose (2-D, or 1-D run with H = 1) through oxk_conv_transpose2d_run, the weights
+    packed once (oxk_convt_pack); the program's OXK_OP_CONVT runs the same plan."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        super().__init__(node, kernels, [node.inputs[0]])
+        ins = list(node.inputs) + [""] * 3
+        w = np.ascontiguousarray(consts[ins[1]], np.float32)
+        self.nd = w.ndim - 2
+        self.ks = tuple(w.shape[2:])
+        self.w = as_2d(w)
+        self.group = int(node.attributes.get("group", 1))
+        k = kernels
+        c, cog, kh, kw = self.w.shape
+        self.weight = self.keep(k.put(self.w))
+        self.packed = self.keep(k.alloc(4 * max(1, k.call("oxk_convt_pack_size", c, cog, kh, kw, self.group))))
+        k.check(k.call("oxk_convt_pack", self.weight, c, cog, kh, kw, self.group, self.packed),
+                "%s: packing W" % self.what)
+        self.bias = self.keep(k.put(consts[ins[2]])) if ins[2] else 0
+
+    def plan_for(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
+        """(plan pointer, output shape, batch) for inputs of shape `x` (made once per shape), None
+        when the kernel does not take them (negative pads from an output_shape: the CPU kernel)."""
+        x = tuple(int(d) for d in x)
+        if x not in self._plans:
+            self._plans[x] = self._plan(x)
+        return self._plans[x]
+
+    def _plan(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
+        from onnxedge.geometry import auto_pad_mode, spatial_attr, transpose_geometry
+        op, a, nd = self.node.op_type, self.node.attributes, self.nd
+        c, cog, kh, kw = self.w.shape
+        ks = a.get("kernel_shape")
+        if len(x) != nd + 2 or 0 in x or x[1] != c or (ks and [int(v) for v in ks] != list(self.ks)):
+            return None
+        strides = spatial_attr(op, "strides", a.get("strides"), nd, 1, 1)
+        dil = spatial_attr(op, "dilations", a.get("dilations"), nd, 1, 1)
+        opad = spatial_attr(op, "output_padding", a.get("output_padding"), nd, 0, 0)
+        beg, hw = transpose_geometry(op, x[2:], self.ks, strides, dil, a.get("pads"),
+                                     auto_pad_mode(op, a.get("auto_pad", "NOTSET")), opad,
+                                     a.get("output_shape"))
+        if min(beg) < 0 or min(hw) <= 0:
+            return None
+        out = (x[0], cog * self.group) + tuple(int(v) for v in hw)
+        if nd == 1:
+            x, strides, dil, beg, hw = x[:2] + (1,) + x[2:], (1,) + tuple(strides), \
+                (1,) + tuple(dil), (0,) + tuple(beg), (1,) + tuple(hw)
+        plan = self.keep(self.kernels.put_struct("oxk_convt_plan", (
+            c, x[2], x[3], cog * self.group, kh, kw, self.group, strides[0], strides[1], dil[0], dil[1],
+            beg[0], beg[1], int(hw[0]), int(hw[1]), 0, 0.0, 0.0, self.weight, self.packed, self.bias)))
+        return plan, out, x[0]
+
+    def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
+        ent = self.plan_for(shapes[0])
+        if ent is None:
+            return None
+        plan, out, n = ent
+        k, what = self.kernels, self.what
+
+        def run(ins: Sequence[int], y: int) -> None:
+            rc = k.call("oxk_conv_transpose2d_run", plan, n, ins[0], y)
+            if rc:
+                k.check(rc, what)
+
+        return out, run
+
+
+class NodeProgramOp(Op):
+    """An op whose node-by-node run is a one-instruction program of the step's own emitter
+    (program.run_node), so a first run and the program runs give the same bits; `bind` gives None
+    (the step's buffered node-by-node path does not take it)."""
 
     def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
         super().__init__(node, kernels, [])
@@ -331,11 +414,73 @@ class ProgramOnlyOp(Op):
     def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
         return None
 
+    def node_outputs(self, rec: oxk_program.Record) -> Optional[List[Optional[Tuple[np.dtype, Shape]]]]:
+        """(dtype, shape) of each of the node's outputs (None for an absent one) for the inputs
+        recorded in `rec`; None when the kernels do not take them."""
+        raise NotImplementedError
+
+
+class RnnOp(NodeProgramOp):
+    """LSTM / GRU through oxk_rnn: per direction three GEMM plans (onnxedge.oxk_rnn.weights: the
+    projection, R, GRU's Rh), B packed once with oxk_pack_b, written as one contiguous array of
+    oxk_sgemm_plan structs; `rnn` (oxk_rnn.RnnPlans) holds their wasm addresses, which the shared
+    emitter (oxk_rnn.emit) reads. Several outputs: node by node it runs as a one-node program."""
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        from onnxedge import oxk_rnn
+        super().__init__(node, kernels, consts)
+        op, ins = node.op_type, list(node.inputs) + [""] * 8
+        w, r = consts[ins[1]], consts[ins[2]]
+        b = consts[ins[3]] if ins[3] else None
+        p = consts[ins[7]] if ins[7] and op == "LSTM" else None
+        dirs, _, inp = w.shape
+        hid = r.shape[-1]
+        lbr = bool(int(node.attributes.get("linear_before_reset", 0))) if op == "GRU" else False
+        k = kernels
+        rows: List[Tuple[object, ...]] = []
+        for per_dir in oxk_rnn.weights(op, w, r, b, lbr):
+            for operand in per_dir:
+                if operand is None:   # LSTM's third plan: never read
+                    rows.append(rows[-1])
+                    continue
+                mat, bias = operand
+                n, kk = mat.shape
+                raw = k.put(mat)
+                packed = self.keep(k.alloc(4 * max(1, k.call("oxk_pack_b_size", n, kk))))
+                rc = k.call("oxk_pack_b", 1, n, kk, raw, kk, packed)
+                k.free(raw)
+                k.check(rc, "%s: packing weights" % self.what)
+                bias_ptr = self.keep(k.put(bias)) if bias is not None else 0
+                rows.append((0, 1, n, kk, 1.0, 0.0, 0, packed, bias_ptr,
+                             transport.BIAS_COL if bias is not None else transport.BIAS_NONE, 0, 0.0, 0.0))
+        plans = self.keep(k.put_structs("oxk_sgemm_plan", rows))
+        peep = self.keep(k.put(np.ascontiguousarray(p, np.float32).reshape(dirs, 3 * hid))) \
+            if p is not None else 0
+        self.rnn = oxk_rnn.RnnPlans(node, plans, peep, inp, hid, dirs, [])
+
+    def node_outputs(self, rec: oxk_program.Record) -> Optional[List[Optional[Tuple[np.dtype, Shape]]]]:
+        ins = list(self.node.inputs) + [""] * 8
+        x = rec.get(ins[0])
+        if x is None or x[0] != np.float32 or self.rnn.check_input(x[1]) or ins[4]:
+            return None
+        shapes = self.rnn.out_shapes(int(x[1][0]), int(x[1][1]))
+        return [(np.dtype(np.float32), s) if name else None
+                for name, s in zip(self.node.outputs, shapes)]
+
+
+class ProgramOnlyOp(NodeProgramOp):
+    """An op only the compiled program runs (activations, binary ops, Softmax, views): node by node
+    it runs as a one-instruction program (its output's shape from the inputs, or from its CPU
+    kernel's run: program.shape_from_cpu)."""
+
+    def node_outputs(self, rec: oxk_program.Record) -> Optional[List[Optional[Tuple[np.dtype, Shape]]]]:
+        return None
+
 
 _BUILDERS: Dict[str, Callable[..., Op]] = {
     "Conv": ConvOp, "FusedConv": ConvOp, "Gemm": GemmOp, "FusedGemm": GemmOp, "MatMul": GemmOp,
     "FusedMatMul": GemmOp, "MaxPool": PoolOp, "AveragePool": PoolOp, "GlobalAveragePool": PoolOp,
-    "GlobalMaxPool": PoolOp}
+    "GlobalMaxPool": PoolOp, "ConvTranspose": ConvTransposeOp, "LSTM": RnnOp, "GRU": RnnOp}
 
 
 def build(node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]) -> Op:
@@ -347,4 +492,5 @@ def build(node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]) -> Op:
     return _BUILDERS.get(node.op_type, ProgramOnlyOp)(node, kernels, consts)
 
 
-__all__ = ["Op", "GemmOp", "ComputedMatMulOp", "AttentionOp", "ConvOp", "PoolOp", "ProgramOnlyOp", "build"]
+__all__ = ["Op", "GemmOp", "ComputedMatMulOp", "AttentionOp", "ConvOp", "ConvTransposeOp", "NodeProgramOp",
+           "PoolOp", "ProgramOnlyOp", "RnnOp", "as_2d", "build"]

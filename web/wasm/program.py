@@ -15,9 +15,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import ir, oxk_program
+from onnxedge import ir, oxk_program, oxk_rnn
 from onnxedge.errors import OnnxEdgeError
-from onnxedge.oxk_program import (EMIT as SHARED_EMIT, OP_CONV2D, OP_POOL2D, Builder, Compiled, Target,
+from onnxedge.oxk_program import (EMIT as SHARED_EMIT, OP_CONV2D, OP_CONVT, OP_POOL2D, Builder, Compiled, Target,
                                   Unsupported, emit_computed_matmul, emit_conv_sum, emit_gemm_plan,
                                   emit_global_pool)
 
@@ -46,7 +46,14 @@ class WasmTarget(Target):
         return self._own(self.kernels.put_structs(name, rows))
 
     def const(self, array: np.ndarray) -> int:
-        return self._own(self.kernels.put(array))
+        """A copy of `array` in its own element type (float32, or a quantized op's integers)."""
+        a = np.ascontiguousarray(array)
+        if a.dtype == F32:
+            return self._own(self.kernels.put(a))
+        ptr = self._own(self.kernels.alloc(max(4, a.nbytes)))
+        if a.nbytes:
+            self.kernels.write(ptr, a)
+        return ptr
 
     def block(self, nbytes: int) -> int:
         """A block of at least `nbytes` freed with the program."""
@@ -74,9 +81,11 @@ class WasmProgram:
         assert isinstance(t, WasmTarget)
         self.kernels, self.compiled, self.target = kernels, c, t
         self.in_names, self.exports, self.n_instr = c.in_names, c.exports, c.n_instr
-        self.in_ptrs = [t.block(4 * n) for n in c.in_sizes]
-        self.out_ptrs = [t.block(4 * n) for n in c.out_sizes]
-        self.out_sizes = c.out_sizes
+        # blocks sized by element type: float32, or a quantized op's int8/uint8/int32 values
+        self.in_ptrs = [t.block(dt.itemsize * n) for n, dt in zip(c.in_sizes, c.in_dtypes)]
+        self.out_ptrs = [t.block(dt.itemsize * n) for n, dt in zip(c.out_sizes, c.out_dtypes)]
+        self.out_sizes, self.out_dtypes = c.out_sizes, c.out_dtypes
+        self.in_dtypes = c.in_dtypes
         self.ins = t.pointers(self.in_ptrs)
         self.outs = t.pointers(self.out_ptrs)
         self.arena = t.block(c.arena_bytes)
@@ -95,7 +104,7 @@ class WasmProgram:
             made: Dict[int, np.ndarray] = {}
             for name, j, shape in self.exports:
                 if j not in made:
-                    y = np.empty(self.out_sizes[j], F32)
+                    y = np.empty(self.out_sizes[j], self.out_dtypes[j])
                     k.read(self.out_ptrs[j], y)
                     made[j] = y
                 env[name] = made[j].reshape(shape)
@@ -140,6 +149,17 @@ def _conv(bd: Builder, node: ir.Node, op: Any) -> None:
         bd.emit(OP_CONV2D, count, plan, bd.read(node.inputs[0]), None, bd.write(node.outputs[0]))
 
 
+def _convt(bd: Builder, node: ir.Node, op: Any) -> None:
+    shape = bd.shape(node.inputs[0])
+    ent = op.plan_for(shape) if isinstance(op, ops.ConvTransposeOp) else None
+    if ent is None:
+        raise Unsupported("the kernel has no plan for input shape %s" % (shape,))
+    plan, out, count = ent
+    if tuple(out) != bd.shape(node.outputs[0]):
+        raise Unsupported("planned output %s differs from the recorded %s" % (out, bd.shape(node.outputs[0])))
+    bd.emit(OP_CONVT, count, plan, bd.read(node.inputs[0]), None, bd.write(node.outputs[0]))
+
+
 def _pool(bd: Builder, node: ir.Node, op: Any) -> None:
     if node.op_type.startswith("Global"):
         emit_global_pool(bd, node)
@@ -155,7 +175,8 @@ def _pool(bd: Builder, node: ir.Node, op: Any) -> None:
 EMIT = dict(SHARED_EMIT)
 EMIT.update({"Gemm": _gemm, "FusedGemm": _gemm, "MatMul": _gemm, "FusedMatMul": _gemm,
              "Conv": _conv, "FusedConv": _conv, "MaxPool": _pool, "AveragePool": _pool,
-             "GlobalAveragePool": _pool, "GlobalMaxPool": _pool})
+             "GlobalAveragePool": _pool, "GlobalMaxPool": _pool, "ConvTranspose": _convt,
+             "LSTM": oxk_rnn.emit, "GRU": oxk_rnn.emit})
 
 
 # program-only ops whose output has the shape of their first input (binary ops broadcast; for the
@@ -183,38 +204,56 @@ def shape_from_cpu(node: ir.Node) -> bool:
 
 
 def run_node(kernels: Kernels, node: ir.Node, env: Dict[str, Any], opsets: Dict[str, int],
-             cache: Optional[Dict[NodeKey, Optional[WasmProgram]]] = None) -> bool:
-    """Run a program-only node (activation, binary op, Softmax, ...) on its own on the wasm kernels:
-    a one-instruction program made by the same emitter as the step's program, so a node-by-node
-    run and a program run give the same bits (edge/neon/ops.py's `_engine_op` natively). Inputs are
-    copied in, one oxk_program_run call, the output is copied out into env. False when it cannot:
-    a view (the CPU kernel gives the same values without a copy), an input that is not a float32
-    array, a signature the emitter refuses, an op whose output shape only its CPU kernel tells (run
-    that first, then call again: the result is replaced by the kernels'). With `cache`, programs
-    are kept per node and signature (None: a refusal); without, released after the run."""
-    op = node.op_type
-    if op in oxk_program.VIEWS or op not in EMIT or not node.outputs or not node.outputs[0]:
+             cache: Optional[Dict[NodeKey, Optional[WasmProgram]]] = None, op: Any = None) -> bool:
+    """Run a node on its own on the wasm kernels as a one-instruction program made by the same
+    emitter as the step's program, so a node-by-node run and a program run give the same bits
+    (edge/neon/ops.py's `_engine_op` natively): a program-only node (activation, binary op,
+    Softmax, ...), or an `op` whose node-by-node run is such a program (ops.NodeProgramOp with
+    `node_outputs`: LSTM / GRU, several outputs). Inputs are copied in, one oxk_program_run call,
+    the outputs are copied out into env. False when it cannot: a view (the CPU kernel gives the
+    same values without a copy), an input that is not an array (or, for program-only ops, not
+    float32), a signature the emitter refuses, an op whose output shape only its CPU kernel tells
+    (run that first, then call again: the result is replaced by the kernels'). With `cache`,
+    programs are kept per node and signature (None: a refusal); without, released after the run."""
+    outs_of = getattr(op, "node_outputs", None)
+    kernel_op = isinstance(op, ops.NodeProgramOp) and not isinstance(op, ops.ProgramOnlyOp)
+    op_type = node.op_type
+    if not kernel_op and (op_type in oxk_program.VIEWS or op_type not in EMIT or not node.outputs
+                          or not node.outputs[0]):
         return False
-    params = oxk_program.PARAM_INPUTS.get(op, ())
+    params = oxk_program.PARAM_INPUTS.get(op_type, ())
     rec: oxk_program.Record = {}
     key: List[Any] = [node]
     for i, name in enumerate(node.inputs):
         if not name:
             continue
         v = env.get(name)
-        if type(v) is not np.ndarray or (i not in params and v.dtype != F32):
+        if type(v) is not np.ndarray or (not kernel_op and i not in params and v.dtype != F32):
             return False
         oxk_program.record_values(env, [name], rec)
         key.append((v.dtype.str, v.shape, v.tobytes() if i in params and v.size <= oxk_program.PARAM_MAX
                     else None))
-    shape = _node_output(node, rec, env)
-    if shape is None or any(n and n not in env for n in node.outputs[1:]):
-        return False   # outputs beyond the first: shapes from the CPU kernel's run
+    if kernel_op:
+        made = outs_of(rec)
+        if made is None:
+            return False
+        for name, ent in zip(node.outputs, made):
+            if name and ent is not None:
+                rec[name] = (np.dtype(ent[0]), tuple(ent[1]), None)
+    else:
+        shape = _node_output(node, rec, env)
+        if shape is None or any(n and n not in env for n in node.outputs[1:]):
+            return False   # outputs beyond the first: shapes from the CPU kernel's run
+        rec[node.outputs[0]] = (F32, shape, None)
+        for name in node.outputs[1:]:
+            v = env.get(name) if name else None
+            if type(v) is np.ndarray:
+                rec[name] = (v.dtype, v.shape, None)
     sig = tuple(key)
     if cache is not None and sig in cache:
         prog = cache[sig]
     else:
-        prog = _node_program(kernels, node, rec, shape, opsets, env)
+        prog = _node_program(kernels, node, rec, opsets, op if kernel_op else None)
         if cache is not None:
             cache[sig] = prog
     if prog is None:
@@ -227,17 +266,12 @@ def run_node(kernels: Kernels, node: ir.Node, env: Dict[str, Any], opsets: Dict[
     return True
 
 
-def _node_program(kernels: Kernels, node: ir.Node, rec: oxk_program.Record, shape: Tuple[int, ...],
-                  opsets: Dict[str, int], env: Dict[str, Any]) -> Optional[WasmProgram]:
-    rec[node.outputs[0]] = (F32, shape, None)
-    for name in node.outputs[1:]:
-        v = env.get(name) if name else None
-        if type(v) is np.ndarray:
-            rec[name] = (v.dtype, v.shape, None)
+def _node_program(kernels: Kernels, node: ir.Node, rec: oxk_program.Record, opsets: Dict[str, int],
+                  op: Any) -> Optional[WasmProgram]:
     target = WasmTarget(kernels)
     bd = Builder(target, rec, {}, [n for n in node.inputs if n], opsets)
     try:
-        EMIT[node.op_type](bd, node, None)
+        EMIT[node.op_type](bd, node, op)
         return WasmProgram(kernels, Compiled(bd, [n for n in node.outputs if n], 1))
     except (Unsupported, OnnxEdgeError):
         target.release()

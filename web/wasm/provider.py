@@ -16,7 +16,7 @@ binary ops, Softmax, views) or inputs the kernels do not take, as the first run 
 `programs=0` the program-only ops are not claimed (the CPU provider runs them, as before programs).
 
 In a page the provider is the C engine (`cpu_engine`): a session asking for the CPU provider alone
-gets it in front of the CPU provider, as natively NeonExecutionProvider (session.cpu_engine "0":
+gets it in front of the CPU provider, as natively X64ExecutionProvider / NeonExecutionProvider (session.cpu_engine "0":
 numpy alone). onnxedge.js runs a session that is one wasm step with a compiled program for the
 feeds straight from JS (`WasmProgram.describe`, oxk.js `runProgram`).
 
@@ -48,7 +48,7 @@ class WasmSimdExecutionProvider(ExecutionProvider):
 
     name = "WasmSimdExecutionProvider"
     # the page's C engine: sessions put it before the CPU provider (session.cpu_engine), as the
-    # native NeonExecutionProvider; available only where the page's module is initialized
+    # native X64ExecutionProvider / NeonExecutionProvider; available only where the page's module is initialized
     cpu_engine = True
     OPTIONS = ("kernels", "profile", "programs")
 
@@ -294,9 +294,9 @@ class _WasmStep:
                  keep: Optional[Dict[Any, Optional[program.WasmProgram]]] = None) -> bool:
         """Run one op on its own on the wasm kernels (False: they do not take these inputs);
         `keep` holds program-only ops' one-instruction programs across runs (None: released)."""
-        if isinstance(op, ops.ProgramOnlyOp):
+        if isinstance(op, ops.NodeProgramOp):   # program-only ops, LSTM / GRU: one-node programs
             try:
-                return program.run_node(self.kernels, op.node, env, self.opsets, keep)
+                return program.run_node(self.kernels, op.node, env, self.opsets, keep, op)
             except OnnxEdgeError as e:
                 raise type(e)("%s at opset %d (WasmSimdExecutionProvider): %s"
                               % (op.what, self.opsets.get(op.node.domain, 0), e)) from e
@@ -340,7 +340,7 @@ def direct_program(session: Any, feeds: Dict[str, Any]) -> Optional[program.Wasm
     sig = progs.signature(feeds)
     prog = progs.get(sig) if sig is not None else None
     if not isinstance(prog, program.WasmProgram) or set(prog.in_names) != set(feeds) \
-            or len(prog.in_names) != len(feeds):
+            or len(prog.in_names) != len(feeds) or any(dt != F32 for dt in prog.out_dtypes):
         return None
     exported = {name for name, _, _ in prog.exports}
     if any(o.name not in exported for o in session.get_outputs()):
