@@ -1,5 +1,6 @@
-"""`WasmSimdExecutionProvider`: Conv, Gemm, MatMul, pools and their fused forms on onnxedge's C
-kernels compiled to wasm32 SIMD (web/wasm/oxk.js), called from Python inside Pyodide.
+"""`WasmSimdExecutionProvider`: Conv (1-D, 2-D), ConvTranspose, Gemm, MatMul, pools, LSTM / GRU
+and their fused forms on onnxedge's C kernels compiled to wasm32 SIMD (web/wasm/oxk.js), called
+from Python inside Pyodide.
 
 Available only in a page where `onnxedgeWasm.init()` has run (onnxedge.js does it before the
 first session that asks for the provider). Weights are packed into wasm memory when the session
@@ -7,7 +8,9 @@ is created. A step (a run of consecutive claimed nodes) runs as one compiled C p
 input-shape signature (program.py, the shared onnxedge.oxk_program compiler): after a first run
 node by node (which records the shapes: Conv/Gemm/MatMul/pools on their wasm kernels with a copy in
 and out per node, the program-only ops as one-instruction programs of the same emitters, so the
-first run and the program runs give the same bits, views on the CPU kernels), each run copies every step input into wasm memory once, makes one
+first run and the program runs give the same bits; LSTM / GRU, with up to three outputs, as
+one-node programs too; views on the CPU kernels), each run copies every step input into wasm
+memory once, makes one
 `oxk_program_run` call into wasm and copies each value used outside the step out once; the
 program's buffers and arena are allocated once per signature. A signature the program cannot take
 runs node by node: Conv/Gemm/MatMul/pools on their wasm kernels with activations in wasm memory
