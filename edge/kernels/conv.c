@@ -61,21 +61,61 @@ typedef struct {
     int n, g, Kg, chunk, panels;
     int nr;                           /* the SGEMM core's panel width (gemm_isa.h) */
     int rc;                           /* a task's failure (ENOMEM) */
+    const float* z;                   /* the residual added before the activation, or NULL */
 } conv_job;
 
+/* The lanes path's shortest K (below it the transposed store outweighs the multiply). */
+#define LANES_MIN_K 64
+
+/* ------------------------------------------------------------------ packed weights */
+#if defined(OXK_X86_GEMM)
+/* The chosen SGEMM core when it has the implicit-GEMM convs (AVX2, AVX-512), else NULL. */
+static const oxk_gemm_isa* direct_isa(void) {
+    const char* isa = oxk_sgemm_isa_name();
+    if (!strcmp(isa, oxk_gemm_avx512.name)) return &oxk_gemm_avx512;
+    if (!strcmp(isa, oxk_gemm_avx2.name)) return &oxk_gemm_avx2;
+    return NULL;
+}
+
+/* Weights the lanes path takes (and oxk_conv_pack packs as its B panels): a real kernel, whole
+ * panels of NR output channels per group and a long enough K for the transposed store. */
+static const oxk_gemm_isa* lanes_isa(int Cout, int Cin_g, int kh, int kw, int group) {
+    const oxk_gemm_isa* isa = direct_isa();
+    int Cg = group > 0 ? Cout / group : 0;
+    if (!isa || kh * kw <= 1 || Cg % isa->nr || (size_t)Cin_g * kh * kw < LANES_MIN_K) return NULL;
+    return isa;
+}
+#endif
+
+/* Per group: the lanes path's B panels (x86-64 AVX2/AVX-512, lanes_isa) or the GEMM's A panels. */
+static size_t pack_per_group(int Cout, int Cin_g, int kh, int kw, int group, int* lanes) {
+    const int Cg = Cout / group, K = Cin_g * kh * kw;
+    *lanes = 0;
+#if defined(OXK_X86_GEMM)
+    if (lanes_isa(Cout, Cin_g, kh, kw, group)) {
+        *lanes = 1;
+        return oxk_pack_b_size(Cg, K);
+    }
+#endif
+    return oxk_pack_a_size(Cg, K);
+}
+
 size_t oxk_conv_pack_size(int Cout, int Cin_g, int kh, int kw, int group) {
-    if (group <= 0 || Cout % group) return 0;
-    return (size_t)group * oxk_pack_a_size(Cout / group, Cin_g * kh * kw);
+    int lanes;
+    if (group <= 0 || Cout % group || Cin_g <= 0 || kh <= 0 || kw <= 0) return 0;
+    return (size_t)group * pack_per_group(Cout, Cin_g, kh, kw, group, &lanes);
 }
 
 int oxk_conv_pack(const float* W, int Cout, int Cin_g, int kh, int kw, int group, float* packed) {
-    int g, Cg, K;
+    int g, Cg, K, lanes;
     size_t per;
-    if (!W || !packed || group <= 0 || Cout % group) return OXK_EARG;
+    if (!W || !packed || group <= 0 || Cout % group || Cin_g <= 0 || kh <= 0 || kw <= 0) return OXK_EARG;
     Cg = Cout / group; K = Cin_g * kh * kw;
-    per = oxk_pack_a_size(Cg, K);
-    for (g = 0; g < group; g++)
-        oxk_pack_a(0, Cg, K, W + (size_t)g * Cg * K, K, packed + (size_t)g * per);
+    per = pack_per_group(Cout, Cin_g, kh, kw, group, &lanes);
+    for (g = 0; g < group; g++) {
+        if (lanes) oxk_pack_b(1, Cg, K, W + (size_t)g * Cg * K, K, packed + (size_t)g * per);
+        else oxk_pack_a(0, Cg, K, W + (size_t)g * Cg * K, K, packed + (size_t)g * per);
+    }
     return 0;
 }
 
@@ -216,13 +256,6 @@ static void chunk_task(void* ctx, int ct) {
 
 /* ------------------------------------------------------------------ implicit GEMM (x86-64) */
 #if defined(OXK_X86_GEMM)
-/* The chosen SGEMM core when it has the implicit-GEMM conv (AVX2, AVX-512), else NULL. */
-static const oxk_gemm_isa* direct_isa(void) {
-    const char* isa = oxk_sgemm_isa_name();
-    if (!strcmp(isa, oxk_gemm_avx512.name)) return &oxk_gemm_avx512;
-    if (!strcmp(isa, oxk_gemm_avx2.name)) return &oxk_gemm_avx2;
-    return NULL;
-}
 
 typedef struct {
     oxk_conv_direct d;        /* the current image and group's call, less its flat range */
@@ -277,6 +310,73 @@ static int conv_direct_gemm(conv_job* j, const oxk_gemm_isa* isa) {
             dj.d.y = j->y + out;
             dj.d.bias = j->bias ? j->bias + (size_t)j->g * Cg : NULL;
             oxk_parallel_for(tasks, direct_task, &dj);
+        }
+    }
+    oxk_aligned_free(koff);
+    return 0;
+}
+
+typedef struct {
+    oxk_conv_lanes d;         /* the current image and group's call, less its ranges */
+    const oxk_gemm_isa* isa;
+    int chunks, span, total;  /* per channel panel: `chunks` tasks of `span` of `total` row segments */
+} lanes_job;
+
+static void lanes_task(void* ctx, int t) {
+    const lanes_job* lj = (const lanes_job*)ctx;
+    oxk_conv_lanes d = lj->d;
+    const int total = lj->total;
+    d.c_beg = t / lj->chunks; d.c_end = d.c_beg + 1;
+    d.s_beg = (t % lj->chunks) * lj->span;
+    d.s_end = total - d.s_beg < lj->span ? total : d.s_beg + lj->span;
+    if (d.s_beg < d.s_end) lj->isa->conv_lanes(&d);
+}
+
+/* Output channels along the lanes (small images, many channels): per image and group, tasks over
+ * (channel panel, run of row segments), panel-major so one thread keeps a panel's weights in L2.
+ * Every output sums its K steps in one order: the bits do not depend on the tasks or threads.
+ * pb: the weights as lanes B panels (oxk_conv_pack), or NULL: packed here from W. */
+static int conv_lanes_gemm(conv_job* j, const oxk_gemm_isa* isa, const float* pb) {
+    const int Cin_g = j->C / j->group, Cg = j->Cout / j->group, taps = j->kh * j->kw;
+    const int K = Cin_g * taps, P = j->OH * j->OW, panels = (Cg + isa->nr - 1) / isa->nr;
+    const size_t per = oxk_pack_b_size(Cg, K);
+    lanes_job lj;
+    int* koff;
+    float* packed = NULL;
+    int c, t, segs_total, want;
+    j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->cstride * sizeof(float));
+    if (!pb) {
+        int g;
+        packed = (float*)oxk_scratch(OXK_SCRATCH_PANELS, (size_t)j->group * per * sizeof(float));
+        if (!packed) return OXK_ENOMEM;
+        for (g = 0; g < j->group; g++)
+            isa->pack_b(1, Cg, K, j->Wt + (size_t)g * Cg * K, K, packed + (size_t)g * per);
+        pb = packed;
+    }
+    koff = (int*)oxk_aligned_alloc((size_t)K * sizeof(int));
+    if (!j->xpad || !koff) { oxk_aligned_free(koff); return OXK_ENOMEM; }
+    for (c = 0; c < Cin_g; c++)
+        for (t = 0; t < taps; t++) koff[c * taps + t] = (int)((size_t)c * j->cstride + j->toff[t]);
+    memset(&lj, 0, sizeof(lj));
+    lj.isa = isa;
+    lj.d.M = Cg; lj.d.K = K; lj.d.koff = koff;
+    lj.d.Wq = j->Wq; lj.d.OW = j->OW; lj.d.segs = (j->OW + isa->rt - 1) / isa->rt; lj.d.ldy = P;
+    lj.d.act = j->act; lj.d.p0 = j->p0; lj.d.p1 = j->p1;
+    segs_total = lj.total = j->OH * lj.d.segs;
+    /* at least 8 tasks where the segments allow (2 threads stay busy) */
+    want = (8 + panels - 1) / panels;
+    lj.chunks = want < segs_total ? want : segs_total;
+    lj.span = (segs_total + lj.chunks - 1) / lj.chunks;
+    for (j->n = 0; j->n < j->N; j->n++) {
+        oxk_parallel_for(j->C, pad_task, j);
+        for (j->g = 0; j->g < j->group; j->g++) {
+            size_t out = ((size_t)j->n * j->Cout + (size_t)j->g * Cg) * P;
+            lj.d.pb = pb + (size_t)j->g * per;
+            lj.d.x = j->xpad + (size_t)j->g * Cin_g * j->cstride;
+            lj.d.y = j->y + out;
+            lj.d.z = j->z ? j->z + out : NULL;
+            lj.d.bias = j->bias ? j->bias + (size_t)j->g * Cg : NULL;
+            oxk_parallel_for(panels * lj.chunks, lanes_task, &lj);
         }
     }
     oxk_aligned_free(koff);
@@ -429,7 +529,7 @@ int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
                const float* bias, int act, float p0, float p1,
                float* y, int OH, int OW, int path) {
     conv_job j;
-    int depthwise, direct, rc;
+    int depthwise, direct, rc, lanes_packed = 0;
     if (!x || !W || !y || N < 0 || C <= 0 || H <= 0 || Wd <= 0 || Cout <= 0 || kh <= 0 || kw <= 0 ||
         group <= 0 || C % group || Cout % group || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 ||
         pt < 0 || pl < 0 || pb < 0 || pr < 0 || OH <= 0 || OW <= 0)
@@ -441,16 +541,35 @@ int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
     j.y = y; j.OH = OH; j.OW = OW;
     depthwise = group == C && Cout == C;
     direct = kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && group == 1;
+#if defined(OXK_X86_GEMM)
+    lanes_packed = packW && lanes_isa(Cout, C / group, kh, kw, group);
+#endif
     if (path == OXK_CONV_AUTO)
-        path = depthwise ? OXK_CONV_DEPTHWISE : OXK_CONV_IM2COL;
+        path = depthwise ? OXK_CONV_DEPTHWISE : lanes_packed ? OXK_CONV_LANES : OXK_CONV_IM2COL;
     if ((path == OXK_CONV_DEPTHWISE && !depthwise) || (path == OXK_CONV_DIRECT3X3 && !direct) ||
-        (path != OXK_CONV_DEPTHWISE && path != OXK_CONV_DIRECT3X3 && path != OXK_CONV_IM2COL))
+        (path != OXK_CONV_DEPTHWISE && path != OXK_CONV_DIRECT3X3 && path != OXK_CONV_IM2COL &&
+         path != OXK_CONV_LANES))
         return OXK_EARG;
+#if defined(OXK_X86_GEMM)
+    if (path == OXK_CONV_LANES && !direct_isa()) return OXK_EARG;
+#else
+    if (path == OXK_CONV_LANES) return OXK_EARG;
+#endif
+    if (lanes_packed && path != OXK_CONV_LANES) j.packW = NULL;   /* the A panels are not there */
     if (N == 0) return 0;
     j.toff = (size_t*)oxk_aligned_alloc((size_t)kh * kw * sizeof(size_t));
     if (!j.toff) return OXK_ENOMEM;
-    rc = path == OXK_CONV_DEPTHWISE ? conv_depthwise(&j) :
-         path == OXK_CONV_DIRECT3X3 ? conv_direct3x3(&j) : conv_im2col(&j);
+    if (path == OXK_CONV_LANES) {
+#if defined(OXK_X86_GEMM)
+        phase_layout(&j, 0);
+        rc = conv_lanes_gemm(&j, direct_isa(), lanes_packed ? packW : NULL);
+#else
+        rc = OXK_EARG;
+#endif
+    } else {
+        rc = path == OXK_CONV_DEPTHWISE ? conv_depthwise(&j) :
+             path == OXK_CONV_DIRECT3X3 ? conv_direct3x3(&j) : conv_im2col(&j);
+    }
     oxk_aligned_free(j.toff);
     return rc;
 }

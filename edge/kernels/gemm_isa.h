@@ -42,6 +42,30 @@ typedef struct {
     int f_beg, f_end;
 } oxk_conv_direct;
 
+/* The other orientation (conv.c's lanes path, for small images with many output channels): output
+ * channels along the vector lanes, output positions broadcast. The weights are packed as the
+ * core's B panels (NR channels per panel, K steps of NR values: pack_b of W_g transposed, at plan
+ * time), the positions read straight from the padded phases: a tile is R <= RT consecutive
+ * positions of one output row (segment), x[koff[k] + oh * Wq + ow + r], so no position is wasted.
+ * Each output sums all K steps in order in registers, then takes bias, the residual z (same
+ * layout as y; NULL: none) and the activation, and is stored transposed into y[m * ldy + oh * OW +
+ * ow]. The call covers channel panels [c_beg, c_end) and segments [s_beg, s_end) (segment s: output
+ * row s / segs, piece s % segs of it). */
+typedef struct {
+    int M, K;                 /* output channels of the group, K = Cin_g * taps */
+    const float* pb;
+    const float* x;
+    const int* koff;
+    int Wq, OW, segs;         /* output row pieces: segs per row, each at most RT positions */
+    float* y;
+    const float* z;
+    int ldy;
+    const float* bias;
+    int act;
+    float p0, p1;
+    int c_beg, c_end, s_beg, s_end;
+} oxk_conv_lanes;
+
 /* One SGEMM core: its name (oxk_backend), register tile, packing and the GEMM itself. sgemm gets
  * arguments oxk_sgemm has already checked, with M, N > 0; conv_direct runs oxk_conv_direct. */
 typedef struct {
@@ -55,6 +79,8 @@ typedef struct {
                  float beta, float* C, int ldc,
                  const float* bias, int bias_kind, int act, float p0, float p1);
     void (*conv_direct)(const oxk_conv_direct* d);
+    int rt;                   /* conv_lanes' most positions per tile */
+    void (*conv_lanes)(const oxk_conv_lanes* d);
 } oxk_gemm_isa;
 
 extern const oxk_gemm_isa oxk_gemm_avx2;

@@ -5,6 +5,8 @@
 #define GEMM_NAME "avx2+fma"
 #define VT __m256
 #define VW 8
+/* conv_lanes: most positions per tile (RT x 2 accumulators, 2 weight vectors) */
+#define RT 6
 #define MR 6
 #define V_LOAD(p) _mm256_loadu_ps(p)
 #define V_STORE(p, v) _mm256_storeu_ps(p, v)

@@ -6,6 +6,8 @@
 #define GEMM_NAME "avx512f"
 #define VT __m512
 #define VW 16
+/* conv_lanes: most positions per tile (RT x 2 accumulators, 2 weight vectors) */
+#define RT 14
 #define MR 12
 #define V_LOAD(p) _mm512_loadu_ps(p)
 #define V_STORE(p, v) _mm512_storeu_ps(p, v)

@@ -436,4 +436,124 @@ static void conv_direct(const oxk_conv_direct* d) {
     }
 }
 
-const oxk_gemm_isa GEMM_ISA = {GEMM_NAME, MR, NR, pack_a, pack_b, sgemm, conv_direct};
+/* ------------------------------------------------------------------ conv, channels along lanes */
+
+/* The epilogue and store of one lanes tile: NR channels from m0 (c0: the first VW, c1: the next)
+ * x R positions from p0 of y's planes. Bias per lane; the sums go through a buffer (R rows of NR)
+ * where the residual z is added, then the activation, then each channel's R values are stored. */
+static inline __attribute__((always_inline)) void lanes_store(const oxk_conv_lanes* d, const int R,
+                                                              VT* c0, VT* c1, int m0, int p0) {
+    float buf[RT * NR] __attribute__((aligned(64)));
+    const int mv = d->M - m0 < NR ? d->M - m0 : NR, act = d->act;
+    const int vec_act = act == OXK_ACT_RELU || act == OXK_ACT_CLIP;
+    const ptrdiff_t ldy = d->ldy;
+    int r, m;
+    if (d->bias) {
+        VT b0, b1;
+        if (mv == NR) {
+            b0 = V_LOAD(d->bias + m0);
+            b1 = V_LOAD(d->bias + m0 + VW);
+        } else {
+            float bb[NR] __attribute__((aligned(64)));
+            for (m = 0; m < NR; m++) bb[m] = m < mv ? d->bias[m0 + m] : 0.f;
+            b0 = V_LOAD(bb);
+            b1 = V_LOAD(bb + VW);
+        }
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) { c0[r] = V_ADD(c0[r], b0); c1[r] = V_ADD(c1[r], b1); }
+    }
+    if (d->z) {
+        const float* zp = d->z + (size_t)m0 * ldy + p0;
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) { V_STORE(buf + r * NR, c0[r]); V_STORE(buf + r * NR + VW, c1[r]); }
+        for (m = 0; m < mv; m++, zp += ldy)
+            for (r = 0; r < R; r++) buf[r * NR + m] += zp[r];
+        if (vec_act) {
+#pragma GCC unroll 16
+            for (r = 0; r < R; r++) { c0[r] = V_LOAD(buf + r * NR); c1[r] = V_LOAD(buf + r * NR + VW); }
+        }
+    }
+    if (vec_act) {
+        const VT lo = V_SET1(act == OXK_ACT_CLIP ? d->p0 : 0.f), hi = V_SET1(d->p1);
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) {
+            c0[r] = V_MAX(c0[r], lo);
+            c1[r] = V_MAX(c1[r], lo);
+            if (act == OXK_ACT_CLIP) { c0[r] = V_MIN(c0[r], hi); c1[r] = V_MIN(c1[r], hi); }
+        }
+    }
+    if (vec_act || !d->z) {
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) { V_STORE(buf + r * NR, c0[r]); V_STORE(buf + r * NR + VW, c1[r]); }
+    }
+    if (act > OXK_ACT_CLIP) oxk_act_row(buf, R * NR, act, d->p0, d->p1);
+    {
+        float* yp = d->y + (size_t)m0 * ldy + p0;
+        for (m = 0; m < mv; m++, yp += ldy)
+#pragma GCC unroll 16
+            for (r = 0; r < R; r++) yp[r] = buf[r * NR + m];
+    }
+}
+
+/* R positions (a constant after inlining) from xb x NR channels of the weight panel b: all K. */
+static inline __attribute__((always_inline)) void lanes_tile(const oxk_conv_lanes* d, const int R,
+                                                             const float* b, const float* xb, int m0,
+                                                             int p0) {
+    VT c0[RT], c1[RT];
+    const int* ko = d->koff;
+    const int K = d->K;
+    int r, k;
+#pragma GCC unroll 16
+    for (r = 0; r < R; r++) { c0[r] = V_ZERO(); c1[r] = V_ZERO(); }
+    for (k = 0; k < K; k++) {
+        const float* xp = xb + ko[k];
+        const VT w0 = V_LOAD(b), w1 = V_LOAD(b + VW);
+        /* the input rows come from L2 through offsets no hardware prefetcher follows: fetch both
+         * ends of a later step's run (the weights stream in order) */
+        const float* xf = xb + ko[k + PF_B < K ? k + PF_B : k];
+        _mm_prefetch((const char*)xf, _MM_HINT_T0);
+        _mm_prefetch((const char*)(xf + R - 1), _MM_HINT_T0);
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) {
+            const VT xv = V_SET1(xp[r]);
+            c0[r] = V_FMA(xv, w0, c0[r]);
+            c1[r] = V_FMA(xv, w1, c1[r]);
+        }
+        b += NR;
+    }
+    lanes_store(d, R, c0, c1, m0, p0);
+}
+
+typedef void (*lanes_tile_fn)(const oxk_conv_lanes* d, const float* b, const float* xb, int m0, int p0);
+#define LANES_TILE_FN(R) \
+    static void lanes_tile_##R(const oxk_conv_lanes* d, const float* b, const float* xb, int m0, int p0) { \
+        lanes_tile(d, R, b, xb, m0, p0); }
+LANES_TILE_FN(1) LANES_TILE_FN(2) LANES_TILE_FN(3) LANES_TILE_FN(4) LANES_TILE_FN(5) LANES_TILE_FN(6)
+#if RT > 6
+LANES_TILE_FN(7) LANES_TILE_FN(8) LANES_TILE_FN(9) LANES_TILE_FN(10) LANES_TILE_FN(11) LANES_TILE_FN(12)
+LANES_TILE_FN(13) LANES_TILE_FN(14)
+#endif
+static const lanes_tile_fn LANES_TILES[RT] = {
+    lanes_tile_1, lanes_tile_2, lanes_tile_3, lanes_tile_4, lanes_tile_5, lanes_tile_6,
+#if RT > 6
+    lanes_tile_7, lanes_tile_8, lanes_tile_9, lanes_tile_10, lanes_tile_11, lanes_tile_12,
+    lanes_tile_13, lanes_tile_14,
+#endif
+};
+
+/* Each channel panel (its weights stay in L2) over the call's row segments; a row of OW positions
+ * is cut into `segs` pieces as even as can be (the first OW % segs one longer). */
+static void conv_lanes(const oxk_conv_lanes* d) {
+    const int segs = d->segs, len = d->OW / segs, extra = d->OW % segs;
+    int c, s;
+    for (c = d->c_beg; c < d->c_end; c++) {
+        const float* b = d->pb + (size_t)c * d->K * NR;
+        for (s = d->s_beg; s < d->s_end; s++) {
+            const int oh = s / segs, piece = s % segs;
+            const int ow = piece * len + (piece < extra ? piece : extra), R = len + (piece < extra);
+            LANES_TILES[R - 1](d, b, d->x + (size_t)oh * d->Wq + ow, c * NR, oh * d->OW + ow);
+        }
+    }
+}
+
+const oxk_gemm_isa GEMM_ISA = {GEMM_NAME, MR, NR, pack_a, pack_b, sgemm, conv_direct, RT, conv_lanes};

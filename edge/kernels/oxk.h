@@ -27,7 +27,8 @@ enum { OXK_ACT_NONE = 0, OXK_ACT_RELU = 1, OXK_ACT_CLIP = 2, OXK_ACT_SIGMOID = 3
 /* Where the bias vector lies: one value per row of C, per column, or none. */
 enum { OXK_BIAS_NONE = 0, OXK_BIAS_ROW = 1, OXK_BIAS_COL = 2 };
 /* Convolution paths (OXK_CONV_AUTO picks one; the others force a path, for tests). */
-enum { OXK_CONV_AUTO = 0, OXK_CONV_IM2COL = 1, OXK_CONV_DIRECT3X3 = 2, OXK_CONV_DEPTHWISE = 3 };
+enum { OXK_CONV_AUTO = 0, OXK_CONV_IM2COL = 1, OXK_CONV_DIRECT3X3 = 2, OXK_CONV_DEPTHWISE = 3,
+       OXK_CONV_LANES = 4 };
 
 typedef struct { int act; float p0, p1; } oxk_epilogue;
 

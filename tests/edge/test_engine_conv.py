@@ -57,7 +57,17 @@ CONV_CASES = [
     (1, 3, 20, 64, 16, 1, 7, 7, (2, 2), (1, 1), (3, 3, 3, 3)),    # a 7x7 s2 stem, 32 wide
     (1, 4, 1, 100, 30, 1, 1, 3, (1, 1), (1, 1), (0, 1, 0, 1)),    # 1-D, 3 taps
     (1, 2, 3, 27, 40, 1, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),     # unpadded (read past the end)
+    # output channels along the lanes (x86 AVX2/AVX-512, packed weights with whole panels of NR
+    # channels: the B panels; positions broadcast per row segment, stored transposed)
+    (1, 16, 14, 14, 32, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),   # 14-wide rows
+    (1, 8, 9, 23, 64, 1, 3, 3, (2, 2), (1, 1), (1, 0, 1, 2)),     # stride 2, uneven pads
+    (2, 16, 7, 7, 64, 2, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),     # grouped, batch 2, 7-wide rows
+    (1, 12, 5, 33, 48, 1, 3, 3, (1, 1), (2, 2), (2, 1, 2, 3)),    # dilated; 48 = 1.5 AVX-512 panels
+    (1, 9, 6, 31, 32, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),     # 31 = uneven row segments
+    (1, 16, 1, 45, 32, 1, 1, 5, (1, 1), (1, 1), (0, 2, 0, 2)),    # 1-D
 ]
+# The backends with the lanes path (forced on every case there)
+LANES_ISAS = ("avx2+fma", "avx512f")
 ACTS = [("", ()), ("Relu", ()), ("Clip", (0.0, 6.0)), ("Sigmoid", ())]
 
 
@@ -91,6 +101,13 @@ def check_conv_paths(lib: L.KernelLibrary, ref: L.KernelLibrary) -> None:
                 base = ref.conv2d(x, w, b, g, st, dl, pads, hw, act, p, reference=True)
                 assert_close_to_reference(got, base, 2 * activation_bound(bound, act), k, what + " vs ref",
                                           rel=1e-6)
+                if lib.backend in LANES_ISAS and act in ("Relu", "Sigmoid"):   # forced lanes path
+                    got = lib.conv2d(x, w, b, g, st, dl, pads, hw, act, p, packed_w=packed, path="lanes")
+                    assert_close_to_reference(got, activation_reference(want, act, p),
+                                              activation_bound(bound, act), k, what + " lanes", rel=1e-6)
+        if lib.backend not in LANES_ISAS:
+            with pytest.raises(onnxedge.errors.InvalidArgument):
+                lib.conv2d(x, w, b, g, st, dl, pads, hw, path="lanes")
 
 
 def check_convt(lib: L.KernelLibrary) -> None:
