@@ -16,9 +16,12 @@ Also measured per model, for the onnxedge configurations: onnxedge's own share o
 first result (`onnxedge_share_ms`: unpacking the wheels, `import onnxedge`, starting the wasm
 kernels, creating the session; `own_breakdown` has each), the rest being Pyodide's start, numpy's
 load and the downloads. `digits` is the digit demo's CNN (demo/models/digits.onnx, made by
-demo/digits/train.py when missing).
+demo/digits/train.py when missing); `mobilenet_v2` and the real-model-shaped rows (`vad_lstm`:
+1-D convs and an LSTM with its state fed in and out, `yolo_silu`, `dbnet_hswish`: ConvTranspose,
+`crnn_lstm`: bidirectional LSTMs) come from benchmarks/models.py (make_inputs: every feed).
 
-    python3 benchmarks/browser.py [--models digits mlp resnet18 bert_encoder matmul] [--budget-s 15]
+    python3 benchmarks/browser.py [--models digits mlp resnet18 mobilenet_v2 bert_encoder matmul
+                                   vad_lstm yolo_silu dbnet_hswish crnn_lstm] [--budget-s 15]
                                   [--configs ort-wasm-1t onnxedge-wasm-1t ...]
 
 Writes `browser.json` and `browser.png` into --out (benchmarks/results/) and prints a markdown
@@ -65,7 +68,9 @@ REFERENCE = "ort-wasm-1t"
 LABELS = {"ort-wasm-1t": "onnxruntime-web wasm, 1 thread", "ort-wasm-2t": "onnxruntime-web wasm, 2 threads",
           "onnxedge-cpu": "onnxedge numpy CPU", "onnxedge-wasm-1t": "onnxedge wasm SIMD, 1 thread",
           "onnxedge-wasm-2t": "onnxedge wasm SIMD, 2 threads"}
-MODELS = ("digits", "mlp", "resnet18", "bert_encoder", "matmul")
+MODELS = ("digits", "mlp", "resnet18", "mobilenet_v2", "bert_encoder", "matmul",
+          # issue #17's real-model-shaped rows (benchmarks/real_models.py: torch.onnx exports)
+          "vad_lstm", "yolo_silu", "dbnet_hswish", "crnn_lstm")
 DEMO = os.path.join(ROOT, "demo")
 OWN_STEPS = ("install_ms", "import_ms", "wasm_init_ms", "session_create_ms")
 MATMUL = (256, 1024, 1024)   # [M, K] @ [K, N] + bias, ReLU
