@@ -277,3 +277,126 @@ def test_conv_transpose_negative_pads_run_on_cpu_node_by_node(kernels):
         kernels.counts.clear()
         np.testing.assert_allclose(sess.run(None, feeds)[0], want, rtol=1e-5, atol=1e-6)
         assert "oxk_conv_transpose2d_run" not in kernels.counts
+
+
+# ----------------------------------------------------------------------------- int8
+
+def _has_ort() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_qdq_cnn_int8_program_exact(kernels, tmp_path, batch):
+    # benchmarks' qdq_cnn: QDQ groups fused into QLinearConv / QLinearGlobalAveragePool / QGemm with
+    # Q/DQ between; int8 buffers in the program; equal to onnxruntime's (optimized) exactly
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks"))
+    import models
+    path = models.build_all(str(tmp_path), ["qdq_cnn"])["qdq_cnn"]
+    with open(path, "rb") as f:
+        model = f.read()
+    feeds = models.make_inputs("qdq_cnn", batch=batch, seed=batch)
+    got = _check(kernels, model, feeds, 0.0)   # first run == program == onnxruntime (== native)
+    assert got[0].dtype == np.int8
+    sess = onnxedge.InferenceSession(model, providers=[WASM, "CPUExecutionProvider"])
+    on_wasm = {r["op_type"] for r in sess.partition_report()}
+    assert {"QLinearConv", "QuantizeLinear"} <= on_wasm
+
+
+def _quantized(kind: str, tmp_path) -> Tuple[bytes, Dict[str, np.ndarray]]:
+    """A torch CNN / MLP quantized by onnxruntime.quantization: static QOperator (per channel) or
+    dynamic (DynamicQuantizeLinear -> MatMulInteger / ConvInteger -> Cast -> Mul)."""
+    torch = pytest.importorskip("torch")
+    q = pytest.importorskip("onnxruntime.quantization")
+    torch.manual_seed(0)
+    cnn = kind.endswith("cnn")
+    if cnn:
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                  torch.nn.Conv2d(8, 16, 3, stride=2, padding=1), torch.nn.ReLU(),
+                                  torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+        shape = (1, 3, 16, 16)
+    else:
+        net = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 5))
+        shape = (4, 20)
+    src, out = str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx")
+    torch.onnx.export(net.eval(), torch.randn(*shape), src, input_names=["x"], output_names=["y"],
+                      opset_version=17, dynamo=False)
+    if kind.startswith("dynamic"):
+        q.quantize_dynamic(src, out, weight_type=q.QuantType.QInt8)
+    else:
+        class Reader(q.CalibrationDataReader):
+            def __init__(self):
+                rng = np.random.default_rng(1)
+                self.data = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+            def get_next(self):
+                return next(self.data, None)
+        q.quantize_static(src, out, Reader(), quant_format=q.QuantFormat.QOperator, per_channel=True,
+                          activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8)
+    with open(out, "rb") as f:
+        return f.read(), {"x": np.random.default_rng(5).standard_normal(shape).astype(np.float32)}
+
+
+@pytest.mark.parametrize("kind, int_ops", [
+    ("static_cnn", {"QLinearConv", "QuantizeLinear", "DequantizeLinear"}),
+    ("dynamic_mlp", {"DynamicQuantizeLinear", "MatMulInteger", "Cast"}),
+])
+def test_quantized_models_on_the_page_engine(kernels, tmp_path, kind, int_ops):
+    model, feeds = _quantized(kind, tmp_path)
+    sess = onnxedge.InferenceSession(model, providers=[WASM, "CPUExecutionProvider"])
+    report = sess.partition_report()
+    assert int_ops <= {r["op_type"] for r in report if r["provider"] == WASM}, report
+    first = sess.run(None, feeds)
+    kernels.counts.clear()
+    (got,) = sess.run(None, feeds)
+    assert got.tobytes() == first[0].tobytes()
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    (want,) = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    # the integer kernels requantize as onnxruntime's; what stays float may round one way or the
+    # other: one quantization step of the output at most
+    step = float(np.abs(want).max()) / 127
+    assert float(np.abs(got.astype(np.float64) - want).max()) <= step * 1.01
+    if kernels.kind == "host":
+        native = _native(model, feeds)
+        if native is not None:
+            assert native[0].tobytes() == got.tobytes()
+
+
+def test_dynamic_quantize_linear_three_outputs_and_integer_ops(kernels):
+    # DynamicQuantizeLinear's three outputs feed MatMulInteger (computed A zero point) and a
+    # ConvInteger; the int32 sums leave as float through Cast; a QLinearGlobalAveragePool of a
+    # quantized input; every output exact against onnxruntime
+    rng = np.random.default_rng(3)
+    b = rng.integers(-128, 128, (6, 5)).astype(np.int8)
+    w = rng.integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(b, "B"), numpy_helper.from_array(w, "W"),
+             numpy_helper.from_array(np.array(3, np.int8), "bz"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(-3, np.int8), "z"),
+             numpy_helper.from_array(np.array(0.11, np.float32), "ys"),
+             numpy_helper.from_array(np.array(7, np.int8), "yz")]
+    n = helper.make_node
+    nodes = [n("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             n("MatMulInteger", ["xq", "B", "xz"], ["mi"]),
+             n("Cast", ["mi"], ["mf"], to=TensorProto.FLOAT),
+             n("Mul", ["mf", "xs"], ["y1"]),
+             n("QuantizeLinear", ["img", "s", "z"], ["iq"]),
+             n("ConvInteger", ["iq", "W", "z"], ["ci"], pads=[1, 1, 1, 1], strides=[2, 1]),
+             n("Cast", ["ci"], ["y2"], to=TensorProto.FLOAT),
+             n("QLinearGlobalAveragePool", ["iq", "s", "z", "ys", "yz"], ["gp"], domain="com.microsoft"),
+             n("DequantizeLinear", ["gp", "ys", "yz"], ["y3"])]
+    g = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["M", 6]),
+                                       helper.make_tensor_value_info("img", TensorProto.FLOAT, ["N", 3, 7, 6])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("y1", "y2", "y3")]
+                          + [helper.make_tensor_value_info("xs", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    feeds = {"x": rng.standard_normal((3, 6)).astype(np.float32),
+             "img": rng.standard_normal((2, 3, 7, 6)).astype(np.float32)}
+    got = _check(kernels, m.SerializeToString(), feeds, 1e-6 if _has_ort() else 1e-5)
+    assert [y.shape for y in got] == [(3, 5), (2, 4, 4, 6), (2, 3, 1, 1), ()]

@@ -3,7 +3,8 @@
 Pure Python (no `js`), so the claims are tested natively. A node is claimed when the C kernels
 take it as declared: float32, 1-D and 2-D convolutions (1-D as 2-D with H = 1) and transposed
 convolutions with constant weights, 2-D pools, LSTM / GRU with constant weights
-(onnxedge.oxk_rnn.reason), GEMMs against constant 2-D weights
+(onnxedge.oxk_rnn.reason), the quantized ops (int8/uint8/int32: onnxedge.oxk_quant.CHECKS),
+GEMMs against constant 2-D weights
 (pre-packed into wasm memory once) or computed (MatMul over broadcast batches, B unpacked:
 onnxedge.oxk_program.matmul_reason), com.onnxedge MultiHeadAttention (one C op:
 oxk_program.attention_reason), epilogue activations the kernels have; and the ops only a
@@ -19,7 +20,7 @@ from typing import Any, Dict, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from onnxedge import fused_ops, ir, oxk_program, oxk_rnn
+from onnxedge import fused_ops, ir, oxk_program, oxk_quant, oxk_rnn
 from onnxedge.fused_ops import DOMAIN as FUSED, MS_DOMAIN
 from onnxedge.providers.support import Facts, NoFacts, OpSupport, SupportTable
 
@@ -211,6 +212,8 @@ for _dom, _op, _check in (("", "Conv", _conv), (FUSED, "FusedConv", _conv), ("",
                           ("", "AveragePool", _pool), ("", "GlobalAveragePool", _pool),
                           ("", "GlobalMaxPool", _pool),
                           (FUSED, fused_ops.MULTI_HEAD_ATTENTION, _attention)):
+    TABLE.add(OpSupport(_dom, _op, check=_check, build=_build))
+for _dom, _op, _check in oxk_quant.CHECKS:   # int8 / uint8 / int32: the rules every engine shares
     TABLE.add(OpSupport(_dom, _op, check=_check, build=_build))
 for _op in oxk_program.PROGRAM_ONLY_OPS:
     TABLE.add(OpSupport("", _op, check=_program_only, build=_build))

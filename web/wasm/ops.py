@@ -468,6 +468,134 @@ class RnnOp(NodeProgramOp):
                 for name, s in zip(self.node.outputs, shapes)]
 
 
+class QPlan:
+    """A quantized kernel plan in wasm memory, as the shared emitters read it (`addr`)."""
+
+    __slots__ = ("addr",)
+
+    def __init__(self, addr: int):
+        self.addr = addr
+
+
+class _QuantPacker:
+    """onnxedge.oxk_quant's packer over wasm memory: the quantized operands and plans of one op
+    (owned by it, freed with it), with edge/neon/library.py's signatures."""
+
+    def __init__(self, op: Op):
+        self.op, self.k = op, op.kernels
+
+    def _bytes(self, a: np.ndarray) -> int:
+        return self.k.put_bytes(np.ascontiguousarray(a).tobytes())
+
+    def _pack(self, fn: str, size: int, m: np.ndarray, zero: np.ndarray, dims: Sequence[int]) -> int:
+        from onnxedge.oxk_quant import QT
+        k = self.k
+        z = np.ascontiguousarray(np.asarray(zero).astype(np.int32).reshape(-1))
+        src, zp = self._bytes(m), self._bytes(z)
+        out = self.op.keep(k.alloc(max(4, int(size))))
+        rc = k.call(fn, src, QT[m.dtype], *dims, zp, int(z.size > 1), out)
+        k.free(src)
+        k.free(zp)
+        k.check(rc, "%s: %s" % (self.op.what, fn))
+        return out
+
+    def qpack_rows(self, w: np.ndarray, zero: np.ndarray) -> int:
+        rows, kk = w.shape
+        return self._pack("oxk_qpack_rows", self.k.call("oxk_qpack_rows_size", rows, kk), w, zero,
+                          (rows, kk, kk, 1))
+
+    def qpack_cols(self, b: np.ndarray, zero: np.ndarray, trans_b: bool = False) -> int:
+        kk, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
+        sk, sn = (1, kk) if trans_b else (n, 1)
+        return self._pack("oxk_qpack_cols", self.k.call("oxk_qpack_cols_size", n, kk), b, zero,
+                          (n, kk, sk, sn))
+
+    def _tail(self, bias: Optional[np.ndarray], scale: Optional[np.ndarray]) -> Tuple[int, int, int]:
+        b = self.op.keep(self._bytes(np.asarray(bias, np.int32))) if bias is not None else 0
+        sc = None if scale is None else np.asarray(scale, np.float32).reshape(-1)
+        return int(sc is not None and sc.size > 1), b, self.op.keep(self.k.put(sc)) if sc is not None else 0
+
+    def qconv_plan(self, x_shape: Sequence[int], x_type: np.dtype, x_zero: int, packed_w: int, cout: int,
+                   kernel: Sequence[int], group: int, strides: Sequence[int], dilations: Sequence[int],
+                   pads: Sequence[int], out_hw: Sequence[int], y_type: np.dtype, y_zero: int = 0,
+                   bias: Optional[np.ndarray] = None, scale: Optional[np.ndarray] = None,
+                   qmin: int = -(1 << 30), qmax: int = 1 << 30) -> QPlan:
+        from onnxedge.oxk_quant import QT
+        per, b, sc = self._tail(bias, scale)
+        return QPlan(self.op.keep(self.k.put_struct("oxk_qconv_plan", tuple(int(v) for v in (
+            x_shape[1], x_shape[2], x_shape[3], cout, kernel[0], kernel[1], group, strides[0], strides[1],
+            dilations[0], dilations[1], pads[0], pads[1], pads[2], pads[3], out_hw[0], out_hw[1],
+            QT[np.dtype(x_type)], x_zero, QT[np.dtype(y_type)], y_zero, qmin, qmax, per)) + (packed_w, b, sc))))
+
+    def qgemm_plan(self, n: int, k: int, packed_b: int, a_type: np.dtype, a_zero: int, y_type: np.dtype,
+                   y_zero: int = 0, bias: Optional[np.ndarray] = None, scale: Optional[np.ndarray] = None,
+                   qmin: int = -(1 << 30), qmax: int = 1 << 30) -> QPlan:
+        from onnxedge.oxk_quant import QT
+        per, b, sc = self._tail(bias, scale)
+        return QPlan(self.op.keep(self.k.put_struct("oxk_qgemm_plan", tuple(int(v) for v in (
+            n, k, QT[np.dtype(a_type)], a_zero, QT[np.dtype(y_type)], y_zero, qmin, qmax, per))
+            + (packed_b, b, sc))))
+
+
+class QuantOp(NodeProgramOp):
+    """The quantized ops (onnxedge.oxk_quant: QLinearConv / ConvInteger, QLinearMatMul /
+    MatMulInteger / QGemm, Q/DQ, Cast, DynamicQuantizeLinear, QLinearGlobalAveragePool): constant
+    weights packed into wasm memory once, plans per shape and dtype; node by node a one-node
+    program of the shared emitters (int8 / uint8 / int32 buffers, DynamicQuantizeLinear's three
+    outputs). The attributes the emitters read (`qplan`, `qargs`, `qpool`) are set only where the
+    kernels take the node's constants."""
+
+    CONV, GEMM = ("QLinearConv", "ConvInteger"), ("QLinearMatMul", "MatMulInteger", "QGemm")
+
+    def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
+        from onnxedge import oxk_quant
+        super().__init__(node, kernels, consts)
+        op = node.op_type
+        if op in self.CONV or op in self.GEMM:
+            make = oxk_quant.conv_plans if op in self.CONV else oxk_quant.gemm_plans
+            q = make(node, _QuantPacker(self), consts)
+            if q is not None:
+                self.qplan = q
+        elif op in ("QuantizeLinear", "DequantizeLinear"):
+            p = oxk_quant.qdq_params(node, consts)
+            if p is not None:
+                self.qargs = (p[2], p[0], p[1])
+        elif op == "QLinearGlobalAveragePool":
+            params = oxk_quant.qpool_params(node, consts)
+            if params is not None:
+                self.qpool = params
+
+    def node_outputs(self, rec: oxk_program.Record) -> Optional[List[Optional[Tuple[np.dtype, Shape]]]]:
+        from onnxedge.oxk_quant import I8, I32, Q8, U8
+        x = rec.get(self.node.inputs[0])
+        if x is None:
+            return None
+        dt, shape, op = np.dtype(x[0]), tuple(int(d) for d in x[1]), self.node.op_type
+        f32 = np.dtype(np.float32)
+        q = getattr(self, "qplan", None)
+        if op in self.CONV:
+            ent = q[0](shape, dt) if q is not None and dt in Q8 else None
+            return None if ent is None else [(q[3], tuple(ent[1]))]
+        if op in self.GEMM:
+            ok = q is not None and dt in Q8 and shape and shape[-1] == q[4] and (op != "QGemm" or len(shape) == 2)
+            return [(q[3], shape[:-1] + (q[5],))] if ok else None
+        if op in ("QuantizeLinear", "DequantizeLinear"):
+            qa = getattr(self, "qargs", None)
+            if qa is None or dt != (f32 if op == "QuantizeLinear" else qa[0]):
+                return None
+            return [(qa[0] if op == "QuantizeLinear" else f32, shape)]
+        if op == "Cast":
+            return [(f32, shape)] if dt in (I8, U8, I32) and int(self.node.attributes.get("to", 0)) == 1 else None
+        if op == "DynamicQuantizeLinear":
+            return [(U8, shape), (f32, ()), (U8, ())] if dt == f32 else None
+        if op == "QLinearGlobalAveragePool":
+            params = getattr(self, "qpool", None)
+            if params is None or dt not in Q8 or params(dt, shape) is None:
+                return None
+            return [(dt, shape[:2] + (1,) * (len(shape) - 2))]
+        return None
+
+
 class ProgramOnlyOp(NodeProgramOp):
     """An op only the compiled program runs (activations, binary ops, Softmax, views): node by node
     it runs as a one-instruction program (its output's shape from the inputs, or from its CPU
@@ -481,6 +609,8 @@ _BUILDERS: Dict[str, Callable[..., Op]] = {
     "Conv": ConvOp, "FusedConv": ConvOp, "Gemm": GemmOp, "FusedGemm": GemmOp, "MatMul": GemmOp,
     "FusedMatMul": GemmOp, "MaxPool": PoolOp, "AveragePool": PoolOp, "GlobalAveragePool": PoolOp,
     "GlobalMaxPool": PoolOp, "ConvTranspose": ConvTransposeOp, "LSTM": RnnOp, "GRU": RnnOp}
+_BUILDERS.update({op: QuantOp for op in QuantOp.CONV + QuantOp.GEMM + (
+    "QuantizeLinear", "DequantizeLinear", "Cast", "DynamicQuantizeLinear", "QLinearGlobalAveragePool")})
 
 
 def build(node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]) -> Op:
@@ -493,4 +623,4 @@ def build(node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]) -> Op:
 
 
 __all__ = ["Op", "GemmOp", "ComputedMatMulOp", "AttentionOp", "ConvOp", "ConvTransposeOp", "NodeProgramOp",
-           "PoolOp", "ProgramOnlyOp", "RnnOp", "as_2d", "build"]
+           "PoolOp", "ProgramOnlyOp", "QuantOp", "RnnOp", "as_2d", "build"]

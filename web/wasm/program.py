@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from onnxedge import ir, oxk_program, oxk_rnn
+from onnxedge import ir, oxk_program, oxk_quant, oxk_rnn
 from onnxedge.errors import OnnxEdgeError
 from onnxedge.oxk_program import (EMIT as SHARED_EMIT, OP_CONV2D, OP_CONVT, OP_POOL2D, Builder, Compiled, Target,
                                   Unsupported, emit_computed_matmul, emit_conv_sum, emit_gemm_plan,
@@ -177,6 +177,7 @@ EMIT.update({"Gemm": _gemm, "FusedGemm": _gemm, "MatMul": _gemm, "FusedMatMul": 
              "Conv": _conv, "FusedConv": _conv, "MaxPool": _pool, "AveragePool": _pool,
              "GlobalAveragePool": _pool, "GlobalMaxPool": _pool, "ConvTranspose": _convt,
              "LSTM": oxk_rnn.emit, "GRU": oxk_rnn.emit})
+EMIT.update(oxk_quant.EMIT)   # QLinearConv, QLinearMatMul, QGemm, Q/DQ, ... (int8/uint8/int32 buffers)
 
 
 # program-only ops whose output has the shape of their first input (binary ops broadcast; for the
