@@ -438,6 +438,13 @@ static void conv_direct(const oxk_conv_direct* d) {
 
 /* ------------------------------------------------------------------ conv, channels along lanes */
 
+/* A lanes tile's prefetch of the next weight panel: `lines` cache lines from `at`, one every
+ * `every` K steps. */
+typedef struct {
+    const char* at;
+    int lines, every;
+} lanes_pf;
+
 /* The epilogue and store of one lanes tile: NR channels from m0 (c0: the first VW, c1: the next)
  * x R positions from p0 of y's planes. Bias per lane; the sums go through a buffer (R rows of NR)
  * where the residual z is added, then the activation, then each channel's R values are stored. */
@@ -498,14 +505,21 @@ static inline __attribute__((always_inline)) void lanes_store(const oxk_conv_lan
 /* R positions (a constant after inlining) from xb x NR channels of the weight panel b: all K. */
 static inline __attribute__((always_inline)) void lanes_tile(const oxk_conv_lanes* d, const int R,
                                                              const float* b, const float* xb, int m0,
-                                                             int p0) {
+                                                             int p0, const lanes_pf* pf) {
     VT c0[RT], c1[RT];
     const int* ko = d->koff;
     const int K = d->K;
-    int r, k;
+    const char* pl = pf->at;
+    int r, k, pn = pf->lines, pc = pf->every;
 #pragma GCC unroll 16
     for (r = 0; r < R; r++) { c0[r] = V_ZERO(); c1[r] = V_ZERO(); }
     for (k = 0; k < K; k++) {
+        if (pn > 0 && --pc == 0) {   /* this tile's share of the next panel's weights, into L2 */
+            _mm_prefetch(pl, _MM_HINT_T1);
+            pl += 64;
+            pn--;
+            pc = pf->every;
+        }
         const float* xp = xb + ko[k];
         const VT w0 = V_LOAD(b), w1 = V_LOAD(b + VW);
         /* the input rows come from L2 through offsets no hardware prefetcher follows: fetch both
@@ -524,10 +538,11 @@ static inline __attribute__((always_inline)) void lanes_tile(const oxk_conv_lane
     lanes_store(d, R, c0, c1, m0, p0);
 }
 
-typedef void (*lanes_tile_fn)(const oxk_conv_lanes* d, const float* b, const float* xb, int m0, int p0);
+typedef void (*lanes_tile_fn)(const oxk_conv_lanes* d, const float* b, const float* xb, int m0, int p0,
+                              const lanes_pf* pf);
 #define LANES_TILE_FN(R) \
-    static void lanes_tile_##R(const oxk_conv_lanes* d, const float* b, const float* xb, int m0, int p0) { \
-        lanes_tile(d, R, b, xb, m0, p0); }
+    static void lanes_tile_##R(const oxk_conv_lanes* d, const float* b, const float* xb, int m0, int p0, \
+                               const lanes_pf* pf) { lanes_tile(d, R, b, xb, m0, p0, pf); }
 LANES_TILE_FN(1) LANES_TILE_FN(2) LANES_TILE_FN(3) LANES_TILE_FN(4) LANES_TILE_FN(5) LANES_TILE_FN(6)
 #if RT > 6
 LANES_TILE_FN(7) LANES_TILE_FN(8) LANES_TILE_FN(9) LANES_TILE_FN(10) LANES_TILE_FN(11) LANES_TILE_FN(12)
@@ -542,16 +557,25 @@ static const lanes_tile_fn LANES_TILES[RT] = {
 };
 
 /* Each channel panel (its weights stay in L2) over the call's row segments; a row of OW positions
- * is cut into `segs` pieces as even as can be (the first OW % segs one longer). */
+ * is cut into `segs` pieces as even as can be (the first OW % segs one longer). A panel's weights
+ * are read once per segment: from memory on the first, unless fetched ahead. So the panel's tiles
+ * prefetch the next panel (the next in this call, or the one after the call's last) into L2, an
+ * even share each, one line every few K steps: its memory traffic overlaps this panel's FMAs. */
 static void conv_lanes(const oxk_conv_lanes* d) {
-    const int segs = d->segs, len = d->OW / segs, extra = d->OW % segs;
+    const int segs = d->segs, len = d->OW / segs, extra = d->OW % segs, S = d->s_end - d->s_beg;
+    const int panels = (d->M + NR - 1) / NR, lines = (int)(((size_t)d->K * NR * sizeof(float) + 63) / 64);
+    const int share = (lines + S - 1) / S;
     int c, s;
     for (c = d->c_beg; c < d->c_end; c++) {
         const float* b = d->pb + (size_t)c * d->K * NR;
         for (s = d->s_beg; s < d->s_end; s++) {
-            const int oh = s / segs, piece = s % segs;
+            const int oh = s / segs, piece = s % segs, t = s - d->s_beg;
             const int ow = piece * len + (piece < extra ? piece : extra), R = len + (piece < extra);
-            LANES_TILES[R - 1](d, b, d->x + (size_t)oh * d->Wq + ow, c * NR, oh * d->OW + ow);
+            lanes_pf pf;
+            pf.at = (const char*)(b + (size_t)d->K * NR) + (size_t)t * share * 64;
+            pf.lines = c + 1 < panels ? (lines - t * share < share ? lines - t * share : share) : 0;
+            pf.every = pf.lines > 0 && d->K / pf.lines > 1 ? d->K / pf.lines : 1;
+            LANES_TILES[R - 1](d, b, d->x + (size_t)oh * d->Wq + ow, c * NR, oh * d->OW + ow, &pf);
         }
     }
 }

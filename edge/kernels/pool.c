@@ -1,6 +1,7 @@
 /* pool.c - MaxPool / AveragePool (2-D, pads, strides, dilations, windows that run past the
- * input as ceil_mode makes them) and global max/average pooling, one task per plane. Outputs
- * whose window lies inside the input skip the bounds checks and go 4 at a time (strides 1, 2). */
+ * input as ceil_mode makes them) and global max/average pooling, one task per plane. MaxPool is
+ * separable (rows, then columns: max_plane). AveragePool: outputs whose window lies inside the
+ * input skip the bounds checks and go 4 at a time (strides 1, 2). */
 #include "oxk.h"
 #include "vec.h"
 
@@ -88,11 +89,97 @@ static void pool_row_inside(const pool_job* j, const float* x, float* yrow, int 
     }
 }
 
+/* ------------------------------------------------------------------ separable MaxPool */
+
+/* hrow[ow] = max over k of line[ow * sw + k * dw] (line: a padded row, -inf outside the input,
+ * readable 8 floats past the last window). */
+static void max_hrow(const pool_job* j, const float* line, float* h) {
+    const int OW = j->OW, sw = j->sw, dw = j->dw, kw = j->kw;
+    int ow = 0, k;
+    if (sw == 1) {
+        for (; ow + 4 <= OW; ow += 4) {
+            vf4 acc = vf_load(line + ow);
+            for (k = 1; k < kw; k++) acc = vf_max(acc, vf_load(line + ow + (size_t)k * dw));
+            vf_store(h + ow, acc);
+        }
+    } else if (sw == 2 && dw == 1) {   /* taps k, k + 1 are one deinterleaved load */
+        for (; ow + 4 <= OW; ow += 4) {
+            vf4 acc, e, o;
+            vf_load_deint(line + 2 * ow, &acc, &o);
+            if (kw > 1) acc = vf_max(acc, o);
+            for (k = 2; k + 1 < kw; k += 2) {
+                vf_load_deint(line + 2 * ow + k, &e, &o);
+                acc = vf_max(acc, vf_max(e, o));
+            }
+            if (k < kw && kw > 1) acc = vf_max(acc, vf_load_even(line + 2 * ow + k));
+            vf_store(h + ow, acc);
+        }
+    } else if (sw == 2) {
+        for (; ow + 4 <= OW; ow += 4) {
+            vf4 acc = vf_load_even(line + 2 * ow);
+            for (k = 1; k < kw; k++) acc = vf_max(acc, vf_load_even(line + 2 * ow + (size_t)k * dw));
+            vf_store(h + ow, acc);
+        }
+    }
+    for (; ow < OW; ow++) {
+        const float* r = line + (size_t)ow * sw;
+        float acc = r[0];
+        for (k = 1; k < kw; k++) acc = r[(size_t)k * dw] > acc ? r[(size_t)k * dw] : acc;
+        h[ow] = acc;
+    }
+}
+
+/* MaxPool of one plane as two 1-D passes (max is exact: any order gives the same value): every
+ * padded row the windows touch is reduced along W into OW values (rows of the padding, and the
+ * columns past the input, are -inf), then each output row is the max of its window's kh rows.
+ * kh + kw vector maxes per 4 outputs instead of kh x kw (ResNet's 3x3 s2, YOLO's SPPF 5x5 s1 whose
+ * 8x8 planes are mostly border). Scratch: the padded row and the reduced rows. */
+static int max_plane(const pool_job* j, const float* x, float* y) {
+    const int OW = j->OW, Hp = (j->OH - 1) * j->sh + (j->kh - 1) * j->dh + 1;
+    const int Wp = (OW - 1) * j->sw + (j->kw - 1) * j->dw + 1;
+    const size_t lw = ((size_t)Wp + 8 + 3) & ~(size_t)3, hw = ((size_t)OW + 3) & ~(size_t)3;
+    float* buf = (float*)oxk_scratch(OXK_SCRATCH_PAD, (lw + (size_t)Hp * hw) * sizeof(float));
+    float *line = buf, *hr = buf + lw;
+    const int cnt = j->W < Wp - j->pl ? j->W : Wp - j->pl;   /* input columns inside the line */
+    int r, c, oh, ow, i;
+    if (!buf) return OXK_ENOMEM;
+    for (c = 0; c < (int)lw; c++) line[c] = -OXK_INFINITY;
+    for (r = 0; r < Hp; r++) {
+        const int ih = r - j->pt;
+        float* h = hr + (size_t)r * hw;
+        if (ih < 0 || ih >= j->H || cnt <= 0) {
+            for (ow = 0; ow < OW; ow++) h[ow] = -OXK_INFINITY;
+            continue;
+        }
+        memcpy(line + j->pl, x + (size_t)ih * j->W, (size_t)cnt * sizeof(float));
+        max_hrow(j, line, h);
+    }
+    for (oh = 0; oh < j->OH; oh++) {
+        const float* h0 = hr + (size_t)oh * j->sh * hw;
+        const size_t step = (size_t)j->dh * hw;
+        float* yrow = y + (size_t)oh * OW;
+        ow = 0;
+        for (; ow + 4 <= OW; ow += 4) {
+            vf4 acc = vf_load(h0 + ow);
+            for (i = 1; i < j->kh; i++) acc = vf_max(acc, vf_load(h0 + i * step + ow));
+            vf_store(yrow + ow, acc);
+        }
+        for (; ow < OW; ow++) {
+            float acc = h0[ow];
+            for (i = 1; i < j->kh; i++) acc = h0[i * step + ow] > acc ? h0[i * step + ow] : acc;
+            yrow[ow] = acc;
+        }
+    }
+    return 0;
+}
+
 static void pool_plane(void* ctx, int p) {
     const pool_job* j = (const pool_job*)ctx;
     const float* x = j->x + (size_t)p * j->H * j->W;
     float* y = j->y + (size_t)p * j->OH * j->OW;
     int oh, ow, oh_lo, oh_hi, ow_lo, ow_hi;
+    /* 2x2 windows and smaller gain nothing from two passes; without scratch: the direct path */
+    if (j->kind == 0 && j->kh * j->kw > 4 && !max_plane(j, x, y)) return;
     inside_range(j->H, j->OH, j->kh, j->sh, j->dh, j->pt, &oh_lo, &oh_hi);
     inside_range(j->W, j->OW, j->kw, j->sw, j->dw, j->pl, &ow_lo, &ow_hi);
     for (oh = 0; oh < j->OH; oh++) {

@@ -128,6 +128,13 @@ POOLS = [  # kernel, strides, dilations, pads, ceil_mode, count_include_pad
     ((3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, 1),
     ((2, 3), (1, 1), (2, 1), (0, 1, 1, 1), 0, 0),
     ((1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 0, 0),
+    # MaxPool's two passes (windows larger than 2x2): every row pass (stride 1, stride 2 in
+    # deinterleaved pairs with an odd or even tap count, stride 2 dilated, stride 3)
+    ((5, 5), (1, 1), (1, 1), (2, 2, 2, 2), 0, 0),
+    ((4, 3), (2, 2), (1, 1), (1, 2, 2, 1), 1, 0),
+    ((3, 4), (2, 2), (2, 1), (0, 1, 0, 2), 0, 0),
+    ((3, 3), (3, 2), (1, 2), (1, 1, 1, 1), 1, 0),
+    ((3, 3), (1, 3), (1, 1), (0, 0, 0, 0), 0, 0),
 ]
 
 
@@ -144,6 +151,28 @@ def test_pools_against_numpy(lib, k, s, d, pads, ceil, incl):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=kind)
         ref = lib.pool2d(x, kind, k, s, d, pads, out, bool(incl), reference=True)
         np.testing.assert_allclose(ref, want, rtol=1e-5, atol=1e-6, err_msg=kind + " reference")
+
+
+@pytest.mark.parametrize("xs,k,s,pads", [
+    ((1, 3, 8, 8), (5, 5), (1, 1), (2, 2, 2, 2)),          # YOLO's SPPF: an 8x8 plane, mostly border
+    ((1, 2, 112, 112), (3, 3), (2, 2), (1, 1, 1, 1)),      # ResNet's stem pool
+    ((2, 2, 1, 7), (3, 3), (1, 1), (1, 1, 1, 1)),          # one row: the pad rows only
+    ((1, 2, 13, 37), (5, 3), (1, 2), (2, 1, 2, 1)),        # odd widths, vector and scalar tails
+])
+def test_max_pool_two_passes_exact_and_thread_independent(lib, xs, k, s, pads):
+    """Max is exact: the two passes give numpy's values bit for bit, the generic build's, and
+    the same bits on 1 and 2 threads."""
+    x = np.random.default_rng(11).standard_normal(xs).astype(np.float32)
+    want = max_pool(None, x, kernel_shape=list(k), strides=list(s), pads=list(pads))
+    got = lib.pool2d(x, "max", k, s, (1, 1), pads, want.shape[2:], False)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, L.load("generic").pool2d(x, "max", k, s, (1, 1), pads, want.shape[2:], False))
+    lib.set_num_threads(1)
+    try:
+        one = lib.pool2d(x, "max", k, s, (1, 1), pads, want.shape[2:], False)
+    finally:
+        lib.set_num_threads(2)
+    assert one.tobytes() == got.tobytes()
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1), (2, 3, 5, 7), (1, 4, 16, 16), (2, 2, 3)])
