@@ -325,9 +325,17 @@ def emit_gemm_plan(bd: Builder, node: ir.Node, plan: int, K: int, N: int, trans_
 
 
 def emit_conv_sum(bd: Builder, node: ir.Node, plain_plan: int, count: int, oshape: Tuple[int, ...],
-                  z: str, act: str, p0: float, p1: float) -> None:
-    """FusedConv with Z: conv + bias (no activation, `plain_plan`) into a temporary, + Z, then the
-    activation `act` ("" for none) with its epilogue parameters."""
+                  z: str, act: str, p0: float, p1: float, fused_plan: int = 0) -> None:
+    """FusedConv with Z. Z of the output's shape and a `fused_plan` (the plan with the activation):
+    one CONV2D with Z as operand b (oxk_conv2d_run_z: Z added in the conv's store, then the
+    activation). Otherwise (Z broadcasts): conv + bias (no activation, `plain_plan`) into a
+    temporary, + Z, then the activation `act` ("" for none) with its epilogue parameters. Both
+    round conv + bias, + Z, then the activation: the same bits."""
+    if fused_plan and bd.shape(z) == tuple(oshape):
+        x = bd.read(node.inputs[0])
+        zb = bd.read(z)
+        bd.emit(OP_CONV2D, count, fused_plan, x, zb, bd.write(node.outputs[0]))
+        return
     folded = fold_broadcast(bd.shape(z), oshape, oshape)
     if folded is None or broadcast_shape(bd.shape(z), oshape) != tuple(oshape):
         raise Unsupported("Z of shape %s does not broadcast to the output %s" % (bd.shape(z), oshape))

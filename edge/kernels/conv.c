@@ -523,11 +523,31 @@ static int conv_direct3x3(conv_job* j) {
 
 /* ------------------------------------------------------------------ entry points */
 
-int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
-               const float* W, const float* packW, int Cout, int kh, int kw, int group,
-               int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,
-               const float* bias, int act, float p0, float p1,
-               float* y, int OH, int OW, int path) {
+typedef struct {
+    const float* z;
+    float* y;
+    int n, act;
+    float p0, p1;
+} residual_job;
+
+/* One output plane: + z, then the activation (the paths without z in their store). */
+static void residual_task(void* ctx, int t) {
+    const residual_job* r = (const residual_job*)ctx;
+    float* y = r->y + (size_t)t * r->n;
+    const float* z = r->z + (size_t)t * r->n;
+    int i;
+    for (i = 0; i < r->n; i++) y[i] = y[i] + z[i];
+    if (r->act != OXK_ACT_NONE) oxk_act_row(y, r->n, r->act, r->p0, r->p1);
+}
+
+/* oxk_conv2d with the residual z (NULL: none): y = act(conv + bias + z), rounded in that order.
+ * The lanes path adds z in its store; the others store conv + bias and add z, then the
+ * activation, over each plane after. */
+static int conv2d_impl(const float* x, int N, int C, int H, int Wd,
+                       const float* W, const float* packW, int Cout, int kh, int kw, int group,
+                       int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,
+                       const float* bias, int act, float p0, float p1,
+                       float* y, int OH, int OW, int path, const float* z) {
     conv_job j;
     int depthwise, direct, rc, lanes_packed = 0;
     if (!x || !W || !y || N < 0 || C <= 0 || H <= 0 || Wd <= 0 || Cout <= 0 || kh <= 0 || kw <= 0 ||
@@ -561,24 +581,45 @@ int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
     if (!j.toff) return OXK_ENOMEM;
     if (path == OXK_CONV_LANES) {
 #if defined(OXK_X86_GEMM)
+        j.z = z;
         phase_layout(&j, 0);
         rc = conv_lanes_gemm(&j, direct_isa(), lanes_packed ? packW : NULL);
 #else
         rc = OXK_EARG;
 #endif
     } else {
+        if (z) j.act = OXK_ACT_NONE;   /* after z */
         rc = path == OXK_CONV_DEPTHWISE ? conv_depthwise(&j) :
              path == OXK_CONV_DIRECT3X3 ? conv_direct3x3(&j) : conv_im2col(&j);
+        if (!rc && z) {
+            residual_job r;
+            r.z = z; r.y = y; r.n = OH * OW; r.act = act; r.p0 = p0; r.p1 = p1;
+            oxk_parallel_for(N * Cout, residual_task, &r);
+        }
     }
     oxk_aligned_free(j.toff);
     return rc;
 }
 
+int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
+               const float* W, const float* packW, int Cout, int kh, int kw, int group,
+               int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,
+               const float* bias, int act, float p0, float p1,
+               float* y, int OH, int OW, int path) {
+    return conv2d_impl(x, N, C, H, Wd, W, packW, Cout, kh, kw, group, sh, sw, dh, dw, pt, pl, pb, pr,
+                       bias, act, p0, p1, y, OH, OW, path, NULL);
+}
+
 int oxk_conv2d_run(const oxk_conv_plan* p, int N, const float* x, float* y) {
+    return oxk_conv2d_run_z(p, N, x, NULL, y);
+}
+
+int oxk_conv2d_run_z(const oxk_conv_plan* p, int N, const float* x, const float* z, float* y) {
     if (!p) return OXK_EARG;
-    return oxk_conv2d(x, N, p->C, p->H, p->W, p->weight, p->packW, p->Cout, p->kh, p->kw, p->group,
-                      p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, p->pb, p->pr, p->bias, p->act, p->p0, p->p1,
-                      y, p->OH, p->OW, p->path);
+    if (z && z == y) return OXK_EARG;
+    return conv2d_impl(x, N, p->C, p->H, p->W, p->weight, p->packW, p->Cout, p->kh, p->kw, p->group,
+                       p->sh, p->sw, p->dh, p->dw, p->pt, p->pl, p->pb, p->pr, p->bias, p->act, p->p0, p->p1,
+                       y, p->OH, p->OW, p->path, z);
 }
 
 /* ------------------------------------------------------------------ transposed convolution */

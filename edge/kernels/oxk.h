@@ -84,6 +84,10 @@ typedef struct {
     const float* bias;
 } oxk_conv_plan;
 OXK_API int oxk_conv2d_run(const oxk_conv_plan* p, int N, const float* x, float* y);
+/* With a residual (FusedConv's Z): y = act(conv(x) + bias + z), z shaped like y and not y itself;
+ * rounded as conv + bias, + z, then the activation: the bits of a plan without the activation, an
+ * Add and the activation. z NULL: oxk_conv2d_run. */
+OXK_API int oxk_conv2d_run_z(const oxk_conv_plan* p, int N, const float* x, const float* z, float* y);
 
 /* Pooling over (N*C) planes of H x W: kind 0 max, 1 average. */
 OXK_API int oxk_pool2d(const float* x, int NC, int H, int Wd, int kind, int kh, int kw,
@@ -169,7 +173,7 @@ typedef struct { int kind, index; size_t offset; const void* data; } oxk_slot;
  * args: SGEMM oxk_gemm_args, CONV2D oxk_conv_plan, POOL2D oxk_pool_plan, GLOBAL_POOL
  * oxk_global_pool_args, ACT oxk_epilogue, BINARY oxk_binary_args, SOFTMAX/LOGSOFTMAX
  * oxk_softmax_args, COPY none. slot: inputs a, b (b: SGEMM's B when the plan has no packB, BINARY's
- * second operand) and the output y in slot[0..2]; slot[3..7] are an op's further operands (more
+ * second operand, CONV2D's residual z: oxk_conv2d_run_z) and the output y in slot[0..2]; slot[3..7] are an op's further operands (more
  * inputs, then more outputs, as the op states; -1 for none): kernels with up to 8 operands
  * (attention's Q, K, V, mask; LSTM's states) take them from there. */
 #define OXK_INSTR_SLOTS 8

@@ -36,7 +36,7 @@ static int run_one(const oxk_instr* in, const float* a, const float* b, float* y
     if (!a || !y) return OXK_EARG;
     switch (in->op) {
     case OXK_OP_SGEMM: return run_gemm(in, a, b, y);
-    case OXK_OP_CONV2D: return in->args ? oxk_conv2d_run((const oxk_conv_plan*)in->args, in->n, a, y) : OXK_EARG;
+    case OXK_OP_CONV2D: return in->args ? oxk_conv2d_run_z((const oxk_conv_plan*)in->args, in->n, a, b, y) : OXK_EARG;
     case OXK_OP_POOL2D: return in->args ? oxk_pool2d_run((const oxk_pool_plan*)in->args, in->n, a, y) : OXK_EARG;
     case OXK_OP_CONVT:
         return in->args ? oxk_conv_transpose2d_run((const oxk_convt_plan*)in->args, in->n, a, y) : OXK_EARG;

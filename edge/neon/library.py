@@ -56,6 +56,7 @@ _SIGS = {
     "oxk_qgemm_has_dotprod": (_c_int, []),
     "oxk_sgemm_run": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr]),
     "oxk_conv2d_run": (_c_int, [_ptr, _c_int, _ptr, _ptr]),
+    "oxk_conv2d_run_z": (_c_int, [_ptr, _c_int, _ptr, _ptr, _ptr]),
     "oxk_convt_pack_size": (_c_size, [_c_int] * 5),
     "oxk_convt_pack": (_c_int, [_ptr] + [_c_int] * 5 + [_ptr]),
     "oxk_conv_transpose2d_run": (_c_int, [_ptr, _c_int, _ptr, _ptr]),

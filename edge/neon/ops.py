@@ -229,11 +229,13 @@ def build_convt(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]
 
 def _conv_with_z(node: ir.Node, lib: KernelLibrary, plan_for: Callable[..., Optional[Tuple[Any, ...]]],
                  zn: str, act: str, params: Sequence[float]) -> Run:
-    """FusedConv with a sum input Z node by node, in the program's order (oxk_program's
-    emit_conv_sum): conv + bias without the activation, Z + that, then the activation, all on
-    the C kernels, so the first run gives the bits the program gives."""
+    """FusedConv with a sum input Z node by node, as the program runs it (oxk_program's
+    emit_conv_sum): a Z of the output's shape through oxk_conv2d_run_z (the plan with the
+    activation); one that broadcasts: conv + bias without the activation, Z + that, then the
+    activation. All on the C kernels, so the first run gives the bits the program gives."""
     xn = node.inputs[0]
     plans: Dict[Tuple[int, ...], Optional[Tuple[Any, ...]]] = {}
+    run_z = lib.function("oxk_conv2d_run_z")
 
     def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x, z = env[xn], env[zn]
@@ -251,6 +253,18 @@ def _conv_with_z(node: ir.Node, lib: KernelLibrary, plan_for: Callable[..., Opti
                 fold_broadcast(z.shape, oshape, oshape) is None:
             return None
         x, xa = data_address(x)
+        if z.shape == tuple(oshape):
+            key = ("z",) + tuple(x.shape)
+            fused = plans.get(key, False)
+            if fused is False:
+                fused = plans[key] = plan_for(x.shape)
+            if fused is not None:
+                z, za = data_address(z)
+                y = np.empty(oshape, F32)
+                rc = run_z(fused[0], count, xa, za, _addressof(_char_from_buffer(y)))
+                if rc:
+                    lib.check(rc, node.describe())
+                return [y]
         t = np.empty(oshape, F32)
         rc = fn(addr, count, xa, _addressof(_char_from_buffer(t)))
         if rc:

@@ -96,7 +96,7 @@ def _planned(bd: Builder, node: ir.Node, run: Any, op: int) -> None:
     plain = run.plan_for(shape, False)
     bd.keep.append(plain[4])
     p0, p1 = fused_ops.epilogue_params(act, params) if act else (0.0, 0.0)
-    emit_conv_sum(bd, node, plain[4].addr, count, tuple(oshape), zn, act, p0, p1)
+    emit_conv_sum(bd, node, plain[4].addr, count, tuple(oshape), zn, act, p0, p1, fused_plan=plan.addr)
 
 
 EMIT = dict(SHARED_EMIT)

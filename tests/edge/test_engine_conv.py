@@ -108,6 +108,39 @@ def check_conv_paths(lib: L.KernelLibrary, ref: L.KernelLibrary) -> None:
         if lib.backend not in LANES_ISAS:
             with pytest.raises(onnxedge.errors.InvalidArgument):
                 lib.conv2d(x, w, b, g, st, dl, pads, hw, path="lanes")
+        check_residual(lib, c, i)
+
+
+def conv_z(lib: L.KernelLibrary, x, w, b, g, st, dl, pads, hw, act, p, z, packed=None, path="auto"):
+    """oxk_conv2d_run_z: act(conv(x) + b + z) through a plan."""
+    plan = lib.conv_plan(x.shape, w, b, g, st, dl, pads, hw, act, p, packed_w=packed, path=path)
+    y = np.empty(z.shape, np.float32)
+    lib.check(lib.function("oxk_conv2d_run_z")(plan.addr, x.shape[0], x.ctypes.data, z.ctypes.data,
+                                               y.ctypes.data), "conv2d_run_z")
+    return y
+
+
+def check_residual(lib: L.KernelLibrary, c, i) -> None:
+    """FusedConv's Z through oxk_conv2d_run_z (the lanes path adds it in its store, the others
+    after): the bits of conv + bias, + Z, then the activation as separate steps, and float64."""
+    _, _, _, _, _, g, _, _, st, dl, pads = c
+    x, w, b, hw = _case(c, i)
+    packed = lib.conv_pack(w, g)
+    z = np.random.default_rng(50 + i).standard_normal((x.shape[0], w.shape[0]) + tuple(hw)).astype(np.float32)
+    want, bound, k = conv_reference(np_conv, x, w, b, group=g, strides=list(st), dilations=list(dl),
+                                    pads=[pads[0], pads[1], pads[2], pads[3]])
+    paths = ["auto"] + (["lanes"] if lib.backend in LANES_ISAS else [])
+    for act, p in (("", ()), ("Relu", ()), ("Clip", (-0.5, 0.7)), ("Sigmoid", ())):
+        for path in paths:
+            what = "conv case %d %s + Z, act %r path %s" % (i, c, act, path)
+            got = conv_z(lib, x, w, b, g, st, dl, pads, hw, act, p, z, packed, path)
+            plain = conv_z(lib, x, w, b, g, st, dl, pads, hw, "", (), np.zeros_like(z), packed, path) \
+                if path == "lanes" else lib.conv2d(x, w, b, g, st, dl, pads, hw, packed_w=packed, path=path)
+            steps = plain + z
+            steps = lib.act(steps, act, p) if act else steps
+            assert got.tobytes() == steps.tobytes(), what
+            assert_close_to_reference(got, activation_reference(want + z, act, p),
+                                      activation_bound(bound + np.abs(z), act), k + 1, what, rel=1e-6)
 
 
 def check_convt(lib: L.KernelLibrary) -> None:

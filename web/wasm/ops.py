@@ -120,8 +120,8 @@ def as_2d(w: np.ndarray) -> np.ndarray:
 
 class ConvOp(Op):
     """Conv / FusedConv (2-D NCHW, or 1-D NCL run as 2-D with H = 1) with packed constant weights;
-    FusedConv's Z (a residual) is added after the convolution by a K=1 GEMM (y = 1 * Z + y, then
-    the activation), in place."""
+    FusedConv's Z (a residual of the output's shape) goes to oxk_conv2d_run_z with the plan that
+    has the activation (conv + bias, + Z, then the activation: the program's bits)."""
 
     def __init__(self, node: ir.Node, kernels: Kernels, consts: Dict[str, np.ndarray]):
         ins = list(node.inputs) + [""] * 4
@@ -145,8 +145,8 @@ class ConvOp(Op):
         k.check(k.call("oxk_conv_pack", self.weight, co, ci, kh, kw, self.group, self.packed),
                 "%s: packing W" % self.what)
         self.bias = self.keep(k.put(consts[ins[2]])) if ins[2] else 0
-        self.one = self.keep(k.put(np.ones(1, np.float32))) if ins[3] else 0
         self.z = ins[3]
+        self._fused: Dict[Shape, Optional[Tuple[int, Shape, int]]] = {}
 
     def plan_for(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
         """(plan pointer, output shape, batch) for inputs of shape `x` (made once per shape; with a
@@ -154,10 +154,24 @@ class ConvOp(Op):
         not take them."""
         x = tuple(int(d) for d in x)
         if x not in self._plans:
-            self._plans[x] = self._plan(x)
+            self._plans[x] = self._plan(x, not self.z)
         return self._plans[x]
 
-    def _plan(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
+    def fused_plan_for(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
+        """plan_for's entry of the plan with the activation, which a Z input's oxk_conv2d_run_z
+        takes (the same as plan_for's without Z)."""
+        x = tuple(int(d) for d in x)
+        if not self.z:
+            return self.plan_for(x)
+        if x not in self._fused:
+            self._fused[x] = self._plan(x, True)
+        return self._fused[x]
+
+    def release(self) -> None:
+        super().release()
+        self._fused = {}
+
+    def _plan(self, x: Shape, fused: bool) -> Optional[Tuple[int, Shape, int]]:
         from onnxedge.geometry import conv_geometry
         co, ci, kh, kw = self.w.shape
         ks = self.w.shape[4 - self.nd:]
@@ -175,7 +189,6 @@ class ConvOp(Op):
                 [0] + list(beg), [0] + list(end)
         else:
             strides, dil = self.strides, self.dil
-        fused = not self.z
         p0, p1 = self.params if fused else (0.0, 0.0)
         plan = self.keep(self.kernels.put_struct("oxk_conv_plan", (
             x[1], x[2], x[3], co, kh, kw, self.group, strides[0], strides[1],
@@ -185,22 +198,18 @@ class ConvOp(Op):
         return plan, out, x[0]
 
     def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:
-        ent = self.plan_for(shapes[0])
+        ent = self.fused_plan_for(shapes[0])
         if ent is None:
             return None
         plan, out, _ = ent
         if len(shapes) > 1 and tuple(shapes[1]) != out:
             return None   # a Z that broadcasts: the CPU kernel adds it
-        act = claims.ACT[self.act]
-        p0, p1 = self.params
         k, what = self.kernels, self.what
-        n, size, one = out[0], int(np.prod(out)), self.one
+        n = out[0]
 
         def run(ins: Sequence[int], y: int) -> None:
-            rc = k.conv_run(plan, n, ins[0], y)
-            if not rc and len(ins) > 1:
-                rc = k.call("oxk_sgemm", 0, 0, 1, size, 1, 1.0, one, 1, 0, ins[1], size, 0,
-                            1.0, y, size, 0, transport.BIAS_NONE, act, p0, p1)
+            rc = k.conv_run(plan, n, ins[0], y) if len(ins) == 1 else \
+                k.call("oxk_conv2d_run_z", plan, n, ins[0], ins[1], y)
             if rc:
                 k.check(rc, what)
 

@@ -144,7 +144,9 @@ def _conv(bd: Builder, node: ir.Node, op: Any) -> None:
     if tuple(out) != bd.shape(node.outputs[0]):
         raise Unsupported("planned output %s differs from the recorded %s" % (out, bd.shape(node.outputs[0])))
     if op.z:
-        emit_conv_sum(bd, node, plan, count, tuple(out), op.z, op.act, op.params[0], op.params[1])
+        fused = op.fused_plan_for(shape)
+        emit_conv_sum(bd, node, plan, count, tuple(out), op.z, op.act, op.params[0], op.params[1],
+                      fused_plan=fused[0] if fused else 0)
     else:
         bd.emit(OP_CONV2D, count, plan, bd.read(node.inputs[0]), None, bd.write(node.outputs[0]))
 
