@@ -16,8 +16,11 @@ run the worker compares the engines' outputs (onnxedge NEON and numpy against on
 
 Models: the MLP (benchmarks/models.py), the small CNN of benchmarks/neon.py, and the benchmark
 models reduced to what finishes under TCG: ResNet-18 at 64x64 input instead of 224x224 (same
-layers, ~1/12 of the work), the BERT-style encoder at sequence length 32 instead of 128, and the
-QDQ int8 CNN as it is; `--full` adds ResNet-18 at 224x224 and the encoder at 128 (`resnet18`,
+layers, ~1/12 of the work), MobileNet-v2 at 112x112 instead of 224x224 (same layers, 1/4 of the
+work), the BERT-style encoder at sequence length 32 instead of 128, and the QDQ int8 CNN as it
+is; the real-model-shaped rows of benchmarks/real_models.py as they are (vad_lstm, crnn_lstm, and
+yolo_silu / dbnet_hswish at their 256x256: ~5-30 s per emulated inference, so one inference per
+counted region and two warm-up runs); `--full` adds ResNet-18 at 224x224 and the encoder at 128 (`resnet18`,
 `bert_encoder`: ~20 s and ~5 s per emulated inference, one inference per counted region).
 `make bench` runs it (benchmarks/run.py) after benchmarks/neon.py; without the ARM sysroot it
 says why and does nothing.
@@ -50,26 +53,31 @@ from benchmarks import neon  # noqa: E402  (the marker, the plugin's reader, the
 
 ARM = os.environ.get("ARM_DIR", os.path.join(ROOT, ".arm"))
 QEMU_PY = os.path.join(ROOT, "scripts", "qemu-python")
-MODELS = ["mlp", "small_cnn_32px", "resnet18_64px", "bert_encoder_seq32", "qdq_cnn"]
+MODELS = ["mlp", "small_cnn_32px", "resnet18_64px", "mobilenet_v2_112px", "bert_encoder_seq32", "qdq_cnn",
+          "vad_lstm", "crnn_lstm", "yolo_silu", "dbnet_hswish"]
+REAL_MODELS = ["vad_lstm", "crnn_lstm", "yolo_silu", "dbnet_hswish"]   # benchmarks/real_models.py
 FULL_SIZE = ["resnet18", "bert_encoder"]   # 224x224 / sequence 128: --full (~20 s / 5 s per inference)
 ENGINES = ["neon", "cpu", "ort"]
 ONNXEDGE_PROVIDERS = {"neon": ["NeonExecutionProvider", "CPUExecutionProvider"],
                       "cpu": ["CPUExecutionProvider"]}
 RESNET_PX = 64
+MOBILENET_PX = 112
 BERT_SEQ = 32
 # warm-up runs before counting: the plan / program caches of onnxedge and onnxruntime's first-run
 # allocations settle within a couple of runs; the big models keep it short (TCG is slow)
 WARMUP = {"mlp": 10, "small_cnn_32px": 10, "qdq_cnn": 10, "resnet18_64px": 3, "bert_encoder_seq32": 3,
+          "mobilenet_v2_112px": 3, "vad_lstm": 10, "crnn_lstm": 3, "yolo_silu": 2, "dbnet_hswish": 2,
           "resnet18": 2, "bert_encoder": 2}
-MAX_RUNS = {"resnet18": 1, "bert_encoder": 1}   # inferences per counted region at most (slow models)
+# inferences per counted region at most (slow models)
+MAX_RUNS = {"resnet18": 1, "bert_encoder": 1, "yolo_silu": 1, "dbnet_hswish": 1}
 
 
 # ------------------------------------------------------------------------------ models (host)
-def _resnet18_small(px: int):
-    """benchmarks/models.py's ResNet-18-shaped CNN with a px x px input (same weights and layers;
-    the global pool makes the classifier independent of the resolution)."""
+def _cnn_small(name: str, px: int):
+    """benchmarks/models.py's `name` CNN (resnet18, mobilenet_v2) with a px x px input (same weights
+    and layers; the global pool makes the classifier independent of the resolution)."""
     from benchmarks import models
-    model = models.build("resnet18")
+    model = models.build(name)
     dims = model.graph.input[0].type.tensor_type.shape.dim
     dims[0].dim_value = 1
     dims[2].dim_value = dims[3].dim_value = px
@@ -107,14 +115,16 @@ def build(name: str):
     elif name == "small_cnn_32px":
         model, feeds = neon._build(name)
     elif name == "resnet18_64px":
-        model, feeds = _resnet18_small(RESNET_PX)
+        model, feeds = _cnn_small("resnet18", RESNET_PX)
+    elif name == "mobilenet_v2_112px":
+        model, feeds = _cnn_small("mobilenet_v2", MOBILENET_PX)
     elif name == "bert_encoder_seq32":
         model, feeds = _bert_short(BERT_SEQ)
-    elif name in ("qdq_cnn", "resnet18", "bert_encoder"):
+    elif name in ["qdq_cnn", "resnet18", "bert_encoder"] + REAL_MODELS:
         model, feeds = models.build(name), models.make_inputs(name, batch=1)
     else:
         raise KeyError("unknown model %r (known: %s)" % (name, ", ".join(MODELS)))
-    if name in ("resnet18_64px", "bert_encoder_seq32"):   # reshaped here: check shapes again
+    if name in ("resnet18_64px", "mobilenet_v2_112px", "bert_encoder_seq32"):   # reshaped here: check shapes again
         onnx.checker.check_model(model, full_check=True)
     return model, feeds
 
@@ -186,8 +196,16 @@ def count_regions(d: str, names: Sequence[str], runs: int) -> Tuple[List[dict], 
             np.save(os.path.join(d, "out_%s_%s.npy" % (name, engine)), outs[engine])
             regions.append({"name": name, "engine": engine, "runs": n, "marks": marks})
             if engine != "ort":
-                on_neon = sum(r["provider"] == "NeonExecutionProvider" for r in sess.partition_report())
+                report = sess.partition_report()
+                on_neon = sum(r["provider"] == "NeonExecutionProvider" for r in report)
                 checks.setdefault(name, {})["%s_nodes_on_neon" % engine] = on_neon
+                checks[name]["nodes"] = len(report)
+                if engine == "neon":   # op types the NEON session left to numpy (what to look at first)
+                    off: Dict[str, int] = {}
+                    for r in report:
+                        if r["provider"] != "NeonExecutionProvider":
+                            off[r["op_type"]] = off.get(r["op_type"], 0) + 1
+                    checks[name]["neon_off_ops"] = off
             del sess
             print("  [aarch64] %-20s %-4s counted (%.0f s emulated)" % (name, engine, time.time() - t0),
                   flush=True)
@@ -247,17 +265,17 @@ def count(d: str, names: Sequence[str], runs: int, timeout: float) -> Optional[d
 def table(report: dict) -> str:
     """Markdown table: instructions per inference of the three engines and the ratios."""
     lines = ["| model | onnxruntime aarch64 | onnxedge NEON | onnxedge numpy | **NEON / ORT** | numpy / ORT "
-             "| NEON vs ORT output |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| NEON nodes | NEON vs ORT output |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name in report["names"]:
         row, chk = report["insns"].get(name), report["checks"].get(name, {})
         if not row:
-            lines.append("| %s | - | - | - | - | - | - |" % name)
+            lines.append("| %s | - | - | - | - | - | - | - |" % name)
             continue
         unit = "steps" if name == "qdq_cnn" else "rel"
-        lines.append("| %s | %.3g M | %.3g M | %.3g M | **%.2fx** | %.2fx | %.1e %s |" % (
+        lines.append("| %s | %.3g M | %.3g M | %.3g M | **%.2fx** | %.2fx | %s / %s | %.1e %s |" % (
             name, row["ort"] / 1e6, row["neon"] / 1e6, row["cpu"] / 1e6, row["neon_vs_ort"], row["cpu_vs_ort"],
-            chk.get("neon_vs_ort", float("nan")), unit))
+            chk.get("neon_nodes_on_neon", "?"), chk.get("nodes", "?"), chk.get("neon_vs_ort", float("nan")), unit))
     return "\n".join(lines)
 
 
@@ -269,7 +287,7 @@ def plot(report: dict, path: str) -> None:
     import matplotlib.ticker
     names = [n for n in report["names"] if n in report["insns"]]
     xs = np.arange(len(names))
-    fig, ax = plt.subplots(figsize=(9, 4.2))
+    fig, ax = plt.subplots(figsize=(11, 4.4))
     for i, (engine, label) in enumerate([("neon", "onnxedge NEON provider / onnxruntime"),
                                          ("cpu", "onnxedge numpy CPU provider / onnxruntime")]):
         vals = [report["insns"][n][engine + "_vs_ort"] for n in names]
@@ -337,6 +355,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "warmup": {n: WARMUP[n] for n in args.names}, "host": platform.machine(),
               "variants": {"resnet18_64px": "benchmarks/models.py resnet18 at %dx%d input (224x224 is too "
                                             "slow under TCG)" % (RESNET_PX, RESNET_PX),
+                           "mobilenet_v2_112px": "benchmarks/models.py mobilenet_v2 at %dx%d input (same "
+                                                 "layers, 1/4 of the 224x224 work)" % (MOBILENET_PX, MOBILENET_PX),
                            "bert_encoder_seq32": "benchmarks/models.py bert_encoder at sequence %d "
                                                  "(128 is too slow under TCG)" % BERT_SEQ},
               "method": "instructions per inference = (count at marker B - count at marker A) / runs, "
