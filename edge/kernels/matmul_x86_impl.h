@@ -347,6 +347,25 @@ static inline __attribute__((always_inline)) void conv_tile_store(const oxk_conv
     const int act = d->act;
     const ptrdiff_t ldy = d->ldy;
     int v, r;
+    if (act > OXK_ACT_CLIP) {
+        /* the other activations over the whole tile at once (oxk_act_row per lane run would be
+         * calls of a few values), then stored as they are */
+        float buf[MR * NR] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) {
+            VT t0 = c0[r], t1 = c1[r];
+            if (d->bias) {
+                const VT bb = V_SET1(d->bias[m0 + r]);
+                t0 = V_ADD(t0, bb);
+                t1 = V_ADD(t1, bb);
+            }
+            V_STORE(buf + r * NR, t0);
+            V_STORE(buf + r * NR + VW, t1);
+        }
+        oxk_act_row(buf, R * NR, act, d->p0, d->p1);
+#pragma GCC unroll 16
+        for (r = 0; r < R; r++) { c0[r] = V_LOAD(buf + r * NR); c1[r] = V_LOAD(buf + r * NR + VW); }
+    }
     for (v = 0; v < 2; v++) {
         VT* c = v ? c1 : c0;
         int f = f0 + v * VW, lane = 0;
@@ -363,13 +382,12 @@ static inline __attribute__((always_inline)) void conv_tile_store(const oxk_conv
                     const ptrdiff_t at = (ptrdiff_t)(m0 + r) * ldy + off;
                     float* yp = d->y + at;
                     VT t = c[r];
-                    if (d->bias) t = V_ADD(t, V_SET1(d->bias[m0 + r]));
+                    if (d->bias && act <= OXK_ACT_CLIP) t = V_ADD(t, V_SET1(d->bias[m0 + r]));
                     if (act == OXK_ACT_RELU || act == OXK_ACT_CLIP) {
                         t = V_MAX(t, V_SET1(act == OXK_ACT_CLIP ? d->p0 : 0.f));
                         if (act == OXK_ACT_CLIP) t = V_MIN(t, V_SET1(d->p1));
                     }
                     V_MASKSTORE(yp, mask, t);
-                    if (act > OXK_ACT_CLIP) oxk_act_row(yp + lane, n, act, d->p0, d->p1);
                 }
             }
             lane += run;
