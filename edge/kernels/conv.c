@@ -64,8 +64,10 @@ typedef struct {
     const float* z;                   /* the residual added before the activation, or NULL */
 } conv_job;
 
-/* The lanes path's shortest K (below it the transposed store outweighs the multiply). */
+/* The lanes path's shortest K (below it the transposed store outweighs the multiply), and the
+ * fewest positions per tile it is chosen with. */
 #define LANES_MIN_K 64
+#define LANES_MIN_RT 8
 
 /* ------------------------------------------------------------------ packed weights */
 #if defined(OXK_X86_GEMM)
@@ -78,11 +80,15 @@ static const oxk_gemm_isa* direct_isa(void) {
 }
 
 /* Weights the lanes path takes (and oxk_conv_pack packs as its B panels): a real kernel, whole
- * panels of NR output channels per group and a long enough K for the transposed store. */
+ * panels of NR output channels per group and a long enough K for the transposed store; AVX-512
+ * only (AVX2's tiles of 6 positions x 16 channels measured no faster than its flat-row and im2col
+ * paths; forced, the path runs there too). */
 static const oxk_gemm_isa* lanes_isa(int Cout, int Cin_g, int kh, int kw, int group) {
     const oxk_gemm_isa* isa = direct_isa();
     int Cg = group > 0 ? Cout / group : 0;
-    if (!isa || kh * kw <= 1 || Cg % isa->nr || (size_t)Cin_g * kh * kw < LANES_MIN_K) return NULL;
+    if (!isa || isa->rt < LANES_MIN_RT || kh * kw <= 1 || Cg % isa->nr ||
+        (size_t)Cin_g * kh * kw < LANES_MIN_K)
+        return NULL;
     return isa;
 }
 #endif

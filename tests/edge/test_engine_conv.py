@@ -57,8 +57,9 @@ CONV_CASES = [
     (1, 3, 20, 64, 16, 1, 7, 7, (2, 2), (1, 1), (3, 3, 3, 3)),    # a 7x7 s2 stem, 32 wide
     (1, 4, 1, 100, 30, 1, 1, 3, (1, 1), (1, 1), (0, 1, 0, 1)),    # 1-D, 3 taps
     (1, 2, 3, 27, 40, 1, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),     # unpadded (read past the end)
-    # output channels along the lanes (x86 AVX2/AVX-512, packed weights with whole panels of NR
-    # channels: the B panels; positions broadcast per row segment, stored transposed)
+    # output channels along the lanes (x86 AVX-512 with packed weights of whole panels of NR
+    # channels: the B panels; forced on AVX2 too; positions broadcast per row segment, stored
+    # transposed)
     (1, 16, 14, 14, 32, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),   # 14-wide rows
     (1, 8, 9, 23, 64, 1, 3, 3, (2, 2), (1, 1), (1, 0, 1, 2)),     # stride 2, uneven pads
     (2, 16, 7, 7, 64, 2, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),     # grouped, batch 2, 7-wide rows

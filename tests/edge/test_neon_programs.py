@@ -249,7 +249,7 @@ def test_node_suite_cases_through_programs():
                                                ("Sigmoid", [], (2, 32, 5, 5)), ("", [], (2, 32, 5, 5))])
 def test_fused_conv_with_sum_input_in_a_program(act, params, zshape):
     """FusedConv's Z (a residual) is added in C: a Z of the output's shape in the conv's store (one
-    CONV2D with Z as operand b; 32 output channels: the x86 lanes path's store), one that
+    CONV2D with Z as operand b; 32 output channels: the x86 AVX-512 lanes path's store), one that
     broadcasts by conv + bias into a temporary, + Z, activation; the first run (node by node)
     gives the program's bits."""
     rng = np.random.default_rng(5)
