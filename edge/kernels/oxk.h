@@ -173,8 +173,9 @@ typedef struct { int kind, index; size_t offset; const void* data; } oxk_slot;
  * args: SGEMM oxk_gemm_args, CONV2D oxk_conv_plan, POOL2D oxk_pool_plan, GLOBAL_POOL
  * oxk_global_pool_args, ACT oxk_epilogue, BINARY oxk_binary_args, SOFTMAX/LOGSOFTMAX
  * oxk_softmax_args, COPY none. slot: inputs a, b (b: SGEMM's B when the plan has no packB, BINARY's
- * second operand, CONV2D's residual z: oxk_conv2d_run_z) and the output y in slot[0..2]; slot[3..7] are an op's further operands (more
- * inputs, then more outputs, as the op states; -1 for none): kernels with up to 8 operands
+ * second operand, CONV2D's residual z: oxk_conv2d_run_z) and the output y in slot[0..2];
+ * slot[3..7] are an op's further operands (more inputs, then more outputs, as the op states; -1
+ * for none): kernels with up to 8 operands
  * (attention's Q, K, V, mask; LSTM's states) take them from there. */
 #define OXK_INSTR_SLOTS 8
 typedef struct { int op, n; const void* args; int slot[OXK_INSTR_SLOTS]; } oxk_instr;
