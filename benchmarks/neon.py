@@ -38,6 +38,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# "neon": the C engine; _sessions puts the provider of the machine that runs it first (NeonExecutionProvider
+# under qemu-aarch64, X64ExecutionProvider on the x86-64 host)
 PROVIDERS = {"neon": ["NeonExecutionProvider", "CPUExecutionProvider"], "cpu": ["CPUExecutionProvider"]}
 WORKLOADS = ["matmul_128", "conv3x3_16ch_32px", "depthwise3x3_32ch_32px", "conv1x1_64ch_16px",
              "small_cnn_32px", "mlp_b1", "mlp_b16"]
@@ -128,8 +130,11 @@ def _sessions(d: str, name: str):
     opts.add_session_config_entry("session.cpu_engine", "0")   # "cpu" means the numpy kernels
     feeds = dict(np.load(os.path.join(d, name + ".npz")))
     out = {}
+    from onnxedge.edge.neon.provider import engine_name
     for engine, providers in PROVIDERS.items():
         po = [{"intra_op_num_threads": 1}, {}] if engine == "neon" else None
+        if engine == "neon":
+            providers = [engine_name()] + providers[1:]
         out[engine] = onnxedge.InferenceSession(os.path.join(d, name + ".oxe"), opts, providers=providers,
                                                 provider_options=po), feeds
     return out
@@ -362,7 +367,7 @@ def plot(report: dict, path: str) -> None:
     ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.2gx"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.2gx"))
     ax.tick_params(axis="y", which="minor", labelsize=7)
-    ax.set_title("NeonExecutionProvider vs the numpy CPU provider, per inference, 1 thread")
+    ax.set_title("the C engine vs the numpy CPU provider, per inference, 1 thread")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

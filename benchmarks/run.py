@@ -322,7 +322,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print("\nwrote %s/latest.json and latest.png in %.0f s" % (args.out, report["elapsed_s"]))
     # Mesa's Vulkan loader complains on every adapter probe when this is unset (servers, CI)
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="xdg-onnxedge-"))
-    if not args.no_neon and "NeonExecutionProvider" in __import__("onnxedge").get_available_providers():
+    from onnxedge.edge.neon.provider import engine_name
+    if not args.no_neon and engine_name() in __import__("onnxedge").get_available_providers():
         from benchmarks import neon   # NEON provider vs numpy CPU provider: neon.json / neon.png
         neon.main(["--out", args.out])
     if not args.no_aarch64:

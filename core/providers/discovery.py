@@ -20,12 +20,12 @@ GROUP = "onnxedge.providers"
 
 # Known names, in onnxruntime's usual priority order (most specialised first).
 KNOWN = ["WebGpuExecutionProvider", "WasmSimdExecutionProvider", "CoreMLExecutionProvider",
-         "NnapiExecutionProvider", "NeonExecutionProvider", "CPUExecutionProvider"]
+         "NnapiExecutionProvider", "NeonExecutionProvider", "X64ExecutionProvider", "CPUExecutionProvider"]
 
 
 # onnxruntime-web's short names (and the CLI's), for the providers that have one
 SHORT_NAMES = {"cpu": "CPUExecutionProvider", "webgpu": "WebGpuExecutionProvider",
-               "wasm": "WasmSimdExecutionProvider", "neon": "NeonExecutionProvider",
+               "wasm": "WasmSimdExecutionProvider", "neon": "NeonExecutionProvider", "x64": "X64ExecutionProvider",
                "coreml": "CoreMLExecutionProvider", "nnapi": "NnapiExecutionProvider"}
 
 

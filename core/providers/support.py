@@ -228,7 +228,7 @@ PROVIDER_TABLES = (
     ("CPU", "CPUExecutionProvider", "onnxedge.providers.cpu:support_table"),
     ("WebGPU", "WebGpuExecutionProvider", "onnxedge.web.webgpu.ops:support_table"),
     ("wasm", "WasmSimdExecutionProvider", "onnxedge.web.wasm.claims:support_table"),
-    ("NEON", "NeonExecutionProvider", "onnxedge.edge.neon.ops:support_table"),
+    ("C engine", "NeonExecutionProvider / X64ExecutionProvider", "onnxedge.edge.neon.ops:support_table"),
     ("CoreML", "CoreMLExecutionProvider", "onnxedge.edge.coreml.support:support_table"),
     ("NNAPI", "NnapiExecutionProvider", "onnxedge.edge.nnapi.support:support_table"),
 )

@@ -25,7 +25,8 @@ FUSED = fused_ops.DOMAIN
 TARGETS = {"iOS15": 15, "iOS16": 16, "iOS17": 17, "iOS18": 18,
            "macOS12": 15, "macOS13": 16, "macOS14": 17, "macOS15": 18}
 FLOATS = (dtypes.FLOAT, dtypes.FLOAT16)
-ACTIVATIONS = ("", "Relu", "Tanh", "Sigmoid", "LeakyRelu", "Clip", "HardSigmoid")
+ACTIVATIONS = ("", "Relu", "Tanh", "Sigmoid", "LeakyRelu", "Clip", "HardSigmoid", "Gelu", "GeluTanh", "Silu",
+               "HardSwish")
 UNARY = ("Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp", "Abs", "Identity", "Dropout")
 BINARY = ("Add", "Sub", "Mul", "Div", "Pow")
 

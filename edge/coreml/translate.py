@@ -144,6 +144,12 @@ def _act(e: _Emitter, y: Any, node: ir.Node, nm: Callable[..., str]) -> Any:
     if act == "HardSigmoid":
         return mb.sigmoid_hard(x=y, alpha=p[0] if p else 0.2, beta=p[1] if len(p) > 1 else 0.5,
                                name=nm(True))
+    if act in ("Gelu", "GeluTanh"):
+        return mb.gelu(x=y, mode="EXACT" if act == "Gelu" else "TANH_APPROXIMATION", name=nm(True))
+    if act == "Silu":   # x * sigmoid(x)
+        return mb.mul(x=y, y=mb.sigmoid(x=y, name=nm()), name=nm(True))
+    if act == "HardSwish":   # x * hardsigmoid(x, 1/6, 1/2)
+        return mb.mul(x=y, y=mb.sigmoid_hard(x=y, alpha=1.0 / 6, beta=0.5, name=nm()), name=nm(True))
     raise NotImplemented("Core ML translator: fused activation %r of %s" % (act, node.describe()))
 
 

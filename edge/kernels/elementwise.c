@@ -4,8 +4,8 @@
  * axes.
  *
  * The math (exp, expm1, log, tanh, sigmoid, erf, erfc) is written once for every vector width in
- * act_impl.h: here on vec.h's four lanes (every target), on x86-64 also 8 (act_avx2.c) and 16
- * (act_avx512.c) lanes, oxk_act_row running the ISA of the SGEMM core chosen at load (gemm_isa.h,
+ * elementwise_impl.h: here on vec.h's four lanes (every target), on x86-64 also 8 (elementwise_avx2.c) and 16
+ * (elementwise_avx512.c) lanes, oxk_act_row running the ISA of the SGEMM core chosen at load (gemm_isa.h,
  * OXK_ISA caps it). A single value (oxk_act_scalar, a row's tail) runs the same vector code on a
  * padded register, so a value gets the same bits wherever it sits in a row, in a tile, or in the
  * reference kernels. Accuracy (tests/edge/test_engine_elementwise.py measures it against float64
@@ -21,15 +21,15 @@
 
 /* ------------------------------------------------------------------------- vector math */
 
-/* act_impl.h's functions on vec.h's 4-lane vectors: act_row_vec, the row function of every target
- * (on x86-64 the SSE2 one, beside act_avx2.c's and act_avx512.c's). */
+/* elementwise_impl.h's functions on vec.h's 4-lane vectors: act_row_vec, the row function of every target
+ * (on x86-64 the SSE2 one, beside elementwise_avx2.c's and elementwise_avx512.c's). */
 #define VF vf4
 #define VI vi4
 #define VM vm4
 #define VW 4
 #define ACT_ROW act_row_vec
 #define ACT_ROW_LINKAGE static
-#include "act_impl.h"
+#include "elementwise_impl.h"
 
 /* x^y as C's powf: exp(y log|x|) (relative error about (|y log x| + 2) ulp) with the sign of a
  * negative base to an odd integer power, NaN for a finite negative base to a non-integer; y = 2

@@ -1,4 +1,4 @@
-/* act_avx2.c - the elementwise functions (act_impl.h) 8 lanes at a time with AVX2 + FMA (ymm);
+/* elementwise_avx2.c - the elementwise functions (elementwise_impl.h) 8 lanes at a time with AVX2 + FMA (ymm);
  * compiled only for x86-64 with -mavx2 -mfma and run by elementwise.c's oxk_act_row when the
  * library chose the AVX2 SGEMM core (gemm_isa.h). */
 #include <immintrin.h>
@@ -42,4 +42,4 @@ static inline VM vi_eq(VI a, VI b) { return _mm256_castsi256_ps(_mm256_cmpeq_epi
 #define ACT_ROW oxk_act_row_avx2
 #define ACT_ROW_LINKAGE
 void ACT_ROW(float* y, int n, int act, float p0, float p1);
-#include "act_impl.h"
+#include "elementwise_impl.h"

@@ -1,4 +1,4 @@
-/* act_avx512.c - the elementwise functions (act_impl.h) 16 lanes at a time with AVX-512F (zmm,
+/* elementwise_avx512.c - the elementwise functions (elementwise_impl.h) 16 lanes at a time with AVX-512F (zmm,
  * comparisons into mask registers); compiled only for x86-64 with -mavx512f and run by
  * elementwise.c's oxk_act_row when the library chose the AVX-512 SGEMM core (gemm_isa.h). */
 #include <immintrin.h>
@@ -44,4 +44,4 @@ static inline VM vi_eq(VI a, VI b) { return _mm512_cmpeq_epi32_mask(a, b); }
 #define ACT_ROW oxk_act_row_avx512
 #define ACT_ROW_LINKAGE
 void ACT_ROW(float* y, int n, int act, float p0, float p1);
-#include "act_impl.h"
+#include "elementwise_impl.h"

@@ -1,7 +1,7 @@
-/* act_impl.h - the elementwise functions (oxk.h OXK_ACT_*), written once for every vector width.
+/* elementwise_impl.h - the elementwise functions (oxk.h OXK_ACT_*), written once for every vector width.
  *
- * Included by elementwise.c (vec.h's 4-lane vf4, every target) and, on x86-64, by act_avx2.c
- * (8 lanes) and act_avx512.c (16 lanes), each compiled with its ISA's flags; elementwise.c's
+ * Included by elementwise.c (vec.h's 4-lane vf4, every target) and, on x86-64, by elementwise_avx2.c
+ * (8 lanes) and elementwise_avx512.c (16 lanes), each compiled with its ISA's flags; elementwise.c's
  * oxk_act_row runs the one the library chose at load (the SGEMM core's ISA, gemm_isa.h). The
  * includer defines
  *   VF, VI, VM   float, int32 and mask vectors of VW lanes

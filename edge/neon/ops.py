@@ -1,4 +1,5 @@
-"""Per-op support checks and compiled callables of the NEON provider.
+"""Per-op support checks and compiled callables of the native C engine (NeonExecutionProvider on
+aarch64, X64ExecutionProvider on x86-64).
 
 `TABLE` holds one `OpSupport` record per supported (domain, op): `check(node, facts) -> reason
 or None` (facts: `onnxedge.providers.support.Facts`, the graph's declared types) and the build
@@ -46,14 +47,14 @@ def _need_float(node: ir.Node, facts: Facts, names: Sequence[str]) -> Optional[s
     for n in names:
         et, _ = _elem(facts, n)
         if et not in (0, FLOAT):
-            return "input %r is not float32 (ONNX element type %d); NEON kernels are float32" % (n, et)
+            return "input %r is not float32 (ONNX element type %d); the C engine's kernels are float32" % (n, et)
     return None
 
 
 def _need_rank(facts: Facts, name: str, ok: Sequence[int], what: str) -> Optional[str]:
     _, rank = _elem(facts, name)
     if rank is not None and rank not in ok:
-        return "input %r has rank %d; NEON runs %s" % (name, rank, what)
+        return "input %r has rank %d; the C engine runs %s" % (name, rank, what)
     return None
 
 
@@ -73,10 +74,10 @@ def check_conv(node: ir.Node, facts: Facts) -> Optional[str]:
     if node.op_type == "FusedConv":
         act, _ = _act(node)
         if act not in FUSED_ACTS:
-            return "activation %r has no NEON epilogue (has: %s)" % (act, ", ".join(a for a in FUSED_ACTS if a))
+            return "activation %r has no C engine epilogue (has: %s)" % (act, ", ".join(a for a in FUSED_ACTS if a))
     ks = node.attributes.get("kernel_shape")
     if ks is not None and len(ks) not in (1, 2):
-        return "kernel_shape %s is not 1-D or 2-D; NEON runs 1-D and 2-D convolutions" % (list(ks),)
+        return "kernel_shape %s is not 1-D or 2-D; the C engine runs 1-D and 2-D convolutions" % (list(ks),)
     return _need_float(node, facts, node.inputs[:4]) or \
         _need_rank(facts, node.inputs[0], (3, 4), "NCL / NCHW 1-D and 2-D convolutions") or \
         _need_rank(facts, node.inputs[1], (3, 4), "1-D and 2-D convolutions")
@@ -170,7 +171,7 @@ def check_convt(node: ir.Node, facts: Facts) -> Optional[str]:
     """ConvTranspose: 1-D or 2-D, float32, constant weights (packed once) and bias."""
     ks = node.attributes.get("kernel_shape")
     if ks is not None and len(ks) not in (1, 2):
-        return "kernel_shape %s is not 1-D or 2-D; NEON runs 1-D and 2-D transposed convolutions" % (list(ks),)
+        return "kernel_shape %s is not 1-D or 2-D; the C engine runs 1-D and 2-D transposed convolutions" % (list(ks),)
     why = _need_float(node, facts, node.inputs[:3]) or \
         _need_rank(facts, node.inputs[0], (3, 4), "NCL / NCHW transposed convolutions") or \
         _need_rank(facts, node.inputs[1], (3, 4), "1-D and 2-D transposed convolutions")
@@ -178,7 +179,7 @@ def check_convt(node: ir.Node, facts: Facts) -> Optional[str]:
         return why
     for i, what in ((1, "weight"), (2, "bias")):
         if len(node.inputs) > i and node.inputs[i] and node.inputs[i] not in facts.consts:
-            return "the %s %r is not a constant; NEON packs ConvTranspose weights once" % (what, node.inputs[i])
+            return "the %s %r is not a constant; the C engine packs ConvTranspose weights once" % (what, node.inputs[i])
     return None
 
 
@@ -317,7 +318,7 @@ def check_gemm(node: ir.Node, facts: Facts) -> Optional[str]:
     if node.op_type == "FusedGemm":
         act, _ = _act(node)
         if act not in FUSED_ACTS:
-            return "activation %r has no NEON epilogue" % act
+            return "activation %r has no C engine epilogue" % act
     return _need_float(node, facts, node.inputs[:3]) or \
         _need_rank(facts, node.inputs[0], (2,), "2-D Gemm") or \
         _need_rank(facts, node.inputs[1], (2,), "2-D Gemm")
@@ -430,7 +431,7 @@ def check_matmul(node: ir.Node, facts: Facts) -> Optional[str]:
     if node.op_type == "FusedMatMul":
         act, _ = _act(node)
         if act not in FUSED_ACTS:
-            return "activation %r has no NEON epilogue" % act
+            return "activation %r has no C engine epilogue" % act
     return _need_float(node, facts, node.inputs[:3]) or \
         _need_rank(facts, node.inputs[1], range(2, 64), "MatMul with a B of rank >= 2")
 
@@ -503,7 +504,7 @@ def build_matmul(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray
 
 def check_attention(node: ir.Node, facts: Facts) -> Optional[str]:
     """com.onnxedge MultiHeadAttention: the rule every engine provider shares."""
-    return oxk_program.attention_reason(node, facts, "NEON")
+    return oxk_program.attention_reason(node, facts, "the C engine")
 
 
 def build_attention(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
@@ -532,11 +533,11 @@ def build_attention(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndar
 def check_pool(node: ir.Node, facts: Facts) -> Optional[str]:
     """MaxPool / AveragePool (2-D, one output) and the global pools, float32."""
     if node.op_type == "MaxPool" and len(node.outputs) > 1 and node.outputs[1]:
-        return "MaxPool's Indices output is not produced by the NEON kernel"
+        return "MaxPool's Indices output is not produced by the C engine's kernel"
     if node.op_type in ("MaxPool", "AveragePool"):
         ks = node.attributes.get("kernel_shape") or []
         if len(ks) != 2:
-            return "kernel_shape %s is not 2-D; NEON runs 2-D pooling" % (list(ks),)
+            return "kernel_shape %s is not 2-D; the C engine runs 2-D pooling" % (list(ks),)
         bad = _need_rank(facts, node.inputs[0], (4,), "NCHW 2-D pooling")
     else:
         bad = _need_rank(facts, node.inputs[0], range(3, 64), "inputs of rank >= 3")
@@ -734,7 +735,7 @@ def _softmax(node: ir.Node, lib: KernelLibrary, x: np.ndarray, log: bool
 def check_rnn(node: ir.Node, facts: Facts) -> Optional[str]:
     """LSTM / GRU with constant float32 weights, layout 0, default activations
     (onnxedge.oxk_rnn.reason, shared with the page)."""
-    return oxk_rnn.reason(node, facts, "NEON")
+    return oxk_rnn.reason(node, facts, "the C engine")
 
 
 def build_rnn(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
@@ -769,10 +770,10 @@ def build_rnn(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) 
 def check_program_op(node: ir.Node, facts: Facts) -> Optional[str]:
     """Activations and unary math, Add/Sub/Mul/Div/Pow/Max/Min, Softmax/LogSoftmax and views: the
     rule every engine provider shares (onnxedge.oxk_program.program_op_reason)."""
-    return oxk_program.program_op_reason(node, facts, "NEON")
+    return oxk_program.program_op_reason(node, facts, "the C engine")
 
 
-TABLE = SupportTable("NeonExecutionProvider", [
+TABLE = SupportTable("NeonExecutionProvider / X64ExecutionProvider", [
     OpSupport("", "Conv", check=check_conv, build=build_conv),
     OpSupport("", "ConvTranspose", check=check_convt, build=build_convt),
     OpSupport(MS_DOMAIN, fused_ops.FUSED_CONV, check=check_conv, build=build_conv),
@@ -799,5 +800,5 @@ OPS: Dict[Tuple[str, str], Tuple[Callable[..., Optional[str]], Callable[..., Run
 
 
 def support_table() -> SupportTable:
-    """The NEON provider's op-support records (docs/OPERATORS.md reads them)."""
+    """The C engine's op-support records (docs/OPERATORS.md reads them)."""
     return TABLE

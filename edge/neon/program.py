@@ -1,4 +1,5 @@
-"""Compiles a NEON group into one C program per input-shape signature (issue #16).
+"""Compiles a C engine group (NeonExecutionProvider / X64ExecutionProvider) into one C program per
+input-shape signature (issue #16).
 
 The first run with a new signature runs the group node by node (the provider's per-node path) and
 records every value's dtype and shape; `ProgramCache.build` (the shared binding's,
@@ -170,7 +171,7 @@ class Program:
 
 
 class ProgramCache(oxk_program.ProgramCache):
-    """The NEON programs of one group, one per input-shape signature (bounded, like the plan cache),
+    """The C engine programs of one group, one per input-shape signature (bounded, like the plan cache),
     written with ctypes; `arena` gives each thread its own arena."""
 
     def __init__(self, lib: KernelLibrary, nodes: Sequence[ir.Node], runs: Sequence[Any],

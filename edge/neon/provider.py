@@ -1,9 +1,9 @@
-"""NeonExecutionProvider: runs Conv, Gemm, MatMul, pools, their fused forms and int8 MatMuls on
-onnxedge's C kernels (edge/kernels/), loaded with ctypes.
-
-On aarch64 (Raspberry Pi, phones) the library is the NEON build; on x86_64 it is the host build
-of the same C kernels (SSE2/AVX2), so the provider also runs natively, which the tests use. The
-provider is available only where its library loads.
+"""The native C engine's providers: onnxedge's C kernels (edge/kernels/) loaded with ctypes, named
+for the build they load: NeonExecutionProvider on aarch64 (Raspberry Pi, phones: the NEON build,
+dotprod chosen at run time) and X64ExecutionProvider on x86-64 (SSE2 baseline, AVX2+FMA or
+AVX-512 chosen at load). One class serves both; each is available only on its own architecture,
+where its library loads. Sessions add the one of this machine in front of the CPU provider
+(session.cpu_engine); `engine_name()` says which it is.
 
 Options (provider_options): `intra_op_num_threads` (int, 0 = one per CPU; defaults to the
 session's SessionOptions.intra_op_num_threads when that is set; the kernel library's
@@ -27,21 +27,22 @@ from .ops import TABLE, Run
 from .program import ProgramCache, Record, record_values
 
 
-def _int_option(options: Dict[str, Any], key: str, default: int) -> int:
+def _int_option(options: Dict[str, Any], key: str, default: int, who: str) -> int:
     v = options.get(key, default)
     try:
         n = int(v)
     except (TypeError, ValueError):
         n = -1
     if n < 0:
-        raise InvalidArgument("NeonExecutionProvider option %s=%r: expected an integer >= 0" % (key, v))
+        raise InvalidArgument("%s option %s=%r: expected an integer >= 0" % (who, key, v))
     return n
 
 
 class NeonExecutionProvider(ExecutionProvider):
-    """onnxedge's C kernels (NEON / host SIMD) for the compute-heavy ops; CPU takes the rest."""
+    """onnxedge's C engine on aarch64 (the NEON build) for the ops it claims; CPU takes the rest."""
 
     name = "NeonExecutionProvider"
+    ARCH = "aarch64"    # library.machine_arch() where this provider is available
     cpu_engine = True   # sessions put it before the CPU provider (session.cpu_engine)
     OPTIONS = ("intra_op_num_threads", "library", "library_path", "programs")
 
@@ -49,20 +50,21 @@ class NeonExecutionProvider(ExecutionProvider):
         super().__init__(options)
         unknown = sorted(set(self.options) - set(self.OPTIONS))
         if unknown:
-            raise InvalidArgument("NeonExecutionProvider: unknown option(s) %s; known: %s"
-                                  % (unknown, list(self.OPTIONS)))
+            raise InvalidArgument("%s: unknown option(s) %s; known: %s"
+                                  % (self.name, unknown, list(self.OPTIONS)))
         variant = str(self.options.get("library", ""))
         if variant not in ("", "generic"):
-            raise InvalidArgument("NeonExecutionProvider option library=%r: expected '' or 'generic'"
-                                  % variant)
+            raise InvalidArgument("%s option library=%r: expected '' or 'generic'" % (self.name, variant))
         self.lib = library.load(variant, self.options.get("library_path") or None)
-        self.lib.set_num_threads(_int_option(self.options, "intra_op_num_threads", 0))
-        self.use_programs = _int_option(self.options, "programs", 1) != 0
+        self.lib.set_num_threads(_int_option(self.options, "intra_op_num_threads", 0, self.name))
+        self.use_programs = _int_option(self.options, "programs", 1, self.name) != 0
         self._reasons: Dict[int, Optional[str]] = {}
 
     @classmethod
     def is_available(cls) -> bool:
-        """True where this machine's kernel library exists and loads."""
+        """True on this provider's architecture where the kernel library exists and loads."""
+        if library.machine_arch() != cls.ARCH:
+            return False
         try:
             library.load()
         except OnnxEdgeError:
@@ -72,14 +74,14 @@ class NeonExecutionProvider(ExecutionProvider):
     # ------------------------------------------------------------------ capability
     @staticmethod
     def _missing(node: ir.Node) -> str:
-        return "no NEON kernel for %s (domain %s); NEON runs %s" % (
+        return "no C engine kernel for %s (domain %s); the C engine runs %s" % (
             node.op_type, node.domain or "ai.onnx", ", ".join(TABLE.ops()))
 
     def _reason(self, node: ir.Node, facts: Facts, ctx: CompileContext) -> Optional[str]:
         return TABLE.reason(node, ctx.opset_of(node) or None, facts, self._missing)
 
     def get_capability(self, graph: ir.Graph, ctx: CompileContext) -> List[List[int]]:
-        """Every node with a NEON kernel whose declared types and ranks the kernel takes."""
+        """Every node with a C engine kernel whose declared types and ranks the kernel takes."""
         claimed = []
         facts = Facts(graph, ctx.opsets, ctx.facts)
         for i, node in enumerate(graph.nodes):
@@ -90,7 +92,8 @@ class NeonExecutionProvider(ExecutionProvider):
         return [claimed]
 
     def unsupported_reason(self, node: ir.Node, ctx: CompileContext) -> Optional[str]:
-        """Why NEON passes over `node` (the op, a dtype, a rank, an activation), None if it runs it."""
+        """Why the engine passes over `node` (the op, a dtype, a rank, an activation), None if it
+        runs it."""
         if id(node) in self._reasons:
             return self._reasons[id(node)]
         return self._reason(node, NoFacts(ctx.opsets), ctx)
@@ -108,6 +111,7 @@ class NeonExecutionProvider(ExecutionProvider):
             plan.append((node, run, fallback, free))
         run_subgraph = ctx.run_subgraph
         opsets = ctx.opsets
+        me = self.name
         programs = ProgramCache(self.lib, group.nodes, [p[1] for p in plan], group.inputs, group.exported,
                                 consts, opsets) if self.use_programs else None
         # after a program run only values that entered env can be freed: not the constants
@@ -122,16 +126,15 @@ class NeonExecutionProvider(ExecutionProvider):
                 try:
                     outs = run(env)
                 except KeyError as e:
-                    raise RuntimeException("NeonExecutionProvider: %s reads %s, which no input, "
-                                           "initializer or earlier node produced"
-                                           % (node.describe(), e)) from None
+                    raise RuntimeException("%s: %s reads %s, which no input, initializer or earlier "
+                                           "node produced" % (me, node.describe(), e)) from None
                 except OnnxEdgeError as e:
                     msg = str(e)
-                    raise type(e)("%s at opset %d (NeonExecutionProvider): %s"
-                                  % (node.describe(), opsets.get(node.domain, 0), msg)) from e
+                    raise type(e)("%s at opset %d (%s): %s"
+                                  % (node.describe(), opsets.get(node.domain, 0), me, msg)) from e
                 except Exception as e:
-                    raise RuntimeException("%s (NeonExecutionProvider) failed: %s: %s"
-                                           % (node.describe(), type(e).__name__, e)) from e
+                    raise RuntimeException("%s (%s) failed: %s: %s"
+                                           % (node.describe(), me, type(e).__name__, e)) from e
                 if outs is None:   # an input the kernel does not take: the CPU kernel runs it
                     executor.run_compiled([fallback], env, run_subgraph)
                 else:
@@ -173,4 +176,22 @@ class NeonExecutionProvider(ExecutionProvider):
         return out
 
 
-__all__ = ["NeonExecutionProvider"]
+class X64ExecutionProvider(NeonExecutionProvider):
+    """onnxedge's C engine on x86-64 (SSE2 baseline; AVX2+FMA or AVX-512 cores chosen at load)
+    for the ops it claims; CPU takes the rest. Options as NeonExecutionProvider's."""
+
+    name = "X64ExecutionProvider"
+    ARCH = "x86_64"
+
+
+ENGINES = (NeonExecutionProvider, X64ExecutionProvider)
+
+
+def engine_name(arch: Optional[str] = None) -> str:
+    """The name of the C engine's provider for `arch` (default: this machine): NeonExecutionProvider
+    on aarch64, X64ExecutionProvider on x86-64, "" where there is none."""
+    arch = arch or library.machine_arch()
+    return next((cls.name for cls in ENGINES if cls.ARCH == arch), "")
+
+
+__all__ = ["ENGINES", "NeonExecutionProvider", "X64ExecutionProvider", "engine_name"]

@@ -124,7 +124,7 @@ def test_import_is_quiet_and_init_starts_the_accelerators(ctx: PyContext) -> Non
     wasm kernels on 2 threads from the wheel's bytes (the context is cross-origin isolated) and
     the providers list shows them."""
     assert ctx.installed["warnings"] == [], ctx.installed["warnings"]
-    assert "NeonExecutionProvider" not in ctx.installed["providers"]
+    assert not {"NeonExecutionProvider", "X64ExecutionProvider"} & set(ctx.installed["providers"])
     assert ctx.status["isolated"] is True
     assert ctx.status["wasm"]["threads"] == 2, ctx.status
     assert "2 threads" in ctx.status["wasm"]["note"]

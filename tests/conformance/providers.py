@@ -11,7 +11,7 @@ initializer (data set 0's value), as a deployed model would hold its weights.
 Where a provider runs here:
 
 - WebGpuExecutionProvider: wgpu-py natively (lavapipe on machines without a GPU);
-- NeonExecutionProvider: the host build of the C kernels (`edge/neon/lib/<arch>/`);
+- X64ExecutionProvider / NeonExecutionProvider (the C engine of this machine): the host build of the C kernels (`edge/neon/lib/<arch>/`);
 - WasmSimdExecutionProvider: the same host build standing in for the page's wasm module
   (`tests/unit/wasm_host_kernels.py`: the provider's whole path, over a numpy "wasm memory");
 - CoreMLExecutionProvider, NnapiExecutionProvider: reference mode (the bridge's numpy
@@ -29,7 +29,11 @@ from . import cases as node_cases
 
 CPU = "CPUExecutionProvider"
 WEBGPU = "WebGpuExecutionProvider"
-NEON = "NeonExecutionProvider"
+try:
+    from onnxedge.edge.neon.provider import engine_name
+    NEON = engine_name() or "X64ExecutionProvider"   # the C engine on this machine
+except ImportError:   # no ctypes
+    NEON = "X64ExecutionProvider"
 WASM = "WasmSimdExecutionProvider"
 COREML = "CoreMLExecutionProvider"
 NNAPI = "NnapiExecutionProvider"
@@ -70,7 +74,7 @@ def table_ops(provider: str) -> Optional[FrozenSet[OpKey]]:
     if provider == CPU:
         return None
     from onnxedge.providers.support import PROVIDER_TABLES
-    where = {name: loc for _, name, loc in PROVIDER_TABLES}.get(provider)
+    where = {one.strip(): loc for _, names, loc in PROVIDER_TABLES for one in names.split("/")}.get(provider)
     if where is None:
         raise ValueError("unknown provider %r (expected one of %s)" % (provider, ", ".join(PROVIDERS)))
     module, attr = where.split(":")

@@ -4,7 +4,7 @@
     python3 tests/conformance/run.py --op Conv -k pads     # a subset
     python3 tests/conformance/run.py --reference onnxruntime --report docs/CONFORMANCE.md
     python3 tests/conformance/run.py --update-expected     # rewrite expected_failures/<provider>.txt
-    python3 tests/conformance/run.py --provider NeonExecutionProvider   # another provider's cases
+    python3 tests/conformance/run.py --provider X64ExecutionProvider   # another provider's cases
     python3 tests/conformance/run.py --providers           # every provider: passed / claimed counts
 
 A provider other than CPU runs the cases of the ops its table lists, in a session with providers

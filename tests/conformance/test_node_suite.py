@@ -1,6 +1,6 @@
 """pytest entry: the ONNX backend node suite on every execution provider, one test per case.
 
-Ids are `<provider>/<case>` (select one provider with `-k NeonExecutionProvider/`). CPU runs
+Ids are `<provider>/<case>` (select one provider with `-k X64ExecutionProvider/`). CPU runs
 every case; another provider runs the cases of the ops its table lists, in a session with
 [provider, CPU], and a case it does not claim is skipped (see providers.py). A case listed in
 expected_failures/<provider>.txt is an xfail while it fails, and a failure ("delete its line")

@@ -10,7 +10,10 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NEON = ["NeonExecutionProvider", "CPUExecutionProvider"]
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+
+ENGINE = engine_name()   # the C engine's provider here: X64ExecutionProvider or NeonExecutionProvider
+NEON = [ENGINE, "CPUExecutionProvider"]
 
 
 def ensure_built(targets: str = "host,generic") -> None:
@@ -92,7 +95,7 @@ def freeze_inputs(model: bytes, feeds: Dict[str, np.ndarray], names) -> Tuple[by
     return m.SerializeToString(), {k: v for k, v in feeds.items() if k not in frozen}
 
 
-def node_suite_twice(ops, make_session, provider: str = "NeonExecutionProvider",
+def node_suite_twice(ops, make_session, provider: str = ENGINE,
                      freeze=()) -> Tuple[int, int]:
     """Run the ONNX node-suite cases of `ops` (ai.onnx, not the _expanded ones) twice through
     `make_session(model bytes)`: the first run goes node by node, the second is the compiled

@@ -1,5 +1,5 @@
 """The session config entry "session.cpu_engine": "1" (the default) puts the C engine
-(NeonExecutionProvider, the native kernel library) in front of the CPU provider without the
+(X64ExecutionProvider / NeonExecutionProvider, the native kernel library) in front of the CPU provider without the
 caller naming it; "0" keeps numpy alone."""
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ ensure_built()
 
 import onnxedge  # noqa: E402
 
-NEON = "NeonExecutionProvider"
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+NEON = engine_name()   # the C engine's provider on this machine
 
 sys.path.insert(0, REPO)
 from benchmarks import models  # noqa: E402

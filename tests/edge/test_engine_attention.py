@@ -24,7 +24,8 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests", "unit"))
 from tests.tolerance import EPS32, reduction_tolerance  # noqa: E402
 
-ENGINE = "NeonExecutionProvider"
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 
 
 @pytest.fixture(scope="module")

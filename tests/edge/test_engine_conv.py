@@ -25,6 +25,8 @@ from tolerance import (activation_bound, activation_reference, assert_close_to_r
                        conv_reference)
 
 import onnxedge  # noqa: E402
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 from onnxedge.edge.neon import library as L  # noqa: E402
 from onnxedge.kernels.conv import conv as np_conv, conv_transpose as np_convt  # noqa: E402
 
@@ -296,11 +298,11 @@ def test_conv_nodes_through_the_engine(op, xs, ws, bs, act, attrs):
     x = np.random.default_rng(5).standard_normal(xs).astype(np.float32)
     want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     sess = onnxedge.InferenceSession(model)
-    on = {r["op_type"] for r in sess.partition_report() if r["provider"] == "NeonExecutionProvider"}
+    on = {r["op_type"] for r in sess.partition_report() if r["provider"] == ENGINE}
     assert on & {op, "FusedConv"}, sess.partition_report()
     first, second = sess.run(None, {"x": x})[0], sess.run(None, {"x": x})[0]
     assert first.tobytes() == second.tobytes()   # node by node, then the program: the same kernel
-    steps = [s for s in sess._plan.steps if s.provider == "NeonExecutionProvider"]
+    steps = [s for s in sess._plan.steps if s.provider == ENGINE]
     assert any(p is not None for s in steps if s.programs for p in s.programs.programs.values())
     scale = float(np.abs(want).max()) + 1.0
     np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-5 * scale * np.sqrt(np.prod(ws[1:])))

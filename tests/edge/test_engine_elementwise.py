@@ -1,4 +1,4 @@
-"""The C engine's elementwise functions (issue #17, edge/kernels/elementwise.c, act_impl.h): accuracy
+"""The C engine's elementwise functions (issue #17, edge/kernels/elementwise.c, elementwise_impl.h): accuracy
 of the vector exp / log / erf / tanh / sigmoid family against float64 over the whole float range,
 the special values, one implementation (a value gets the same bits at any position, as an epilogue
 or on its own, whatever its vector neighbours), 1 vs 2 threads bitwise, every x86-64 ISA variant
@@ -29,7 +29,8 @@ special = pytest.importorskip("scipy.special")
 EPS = float(np.finfo(np.float32).eps)
 TINY = float(np.finfo(np.float32).tiny)
 MAX = float(np.finfo(np.float32).max)
-NEON_EP = "NeonExecutionProvider"
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+NEON_EP = engine_name()   # the C engine's provider on this machine
 
 
 @pytest.fixture(scope="module", params=["", "generic"])

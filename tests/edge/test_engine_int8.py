@@ -22,7 +22,8 @@ sys.path.insert(0, REPO)
 from benchmarks import models as bm  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime")
-ENGINE = "NeonExecutionProvider"
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 RNG = np.random.default_rng(17)
 
 

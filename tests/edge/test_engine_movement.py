@@ -25,7 +25,8 @@ from onnxedge.kernels import resize as R  # noqa: E402
 sys.path.insert(0, REPO)
 from benchmarks import models  # noqa: E402
 
-NEON = "NeonExecutionProvider"
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+NEON = engine_name()   # the C engine's provider on this machine
 I64 = np.int64
 
 

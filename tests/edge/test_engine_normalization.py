@@ -27,7 +27,8 @@ from onnxedge.edge.neon import library  # noqa: E402
 sys.path.insert(0, os.path.join(REPO, "tests"))
 from tolerance import EPS32, assert_close_to_reference  # noqa: E402
 
-ENGINE = "NeonExecutionProvider"
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 RED = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3, "ReduceL1": 4, "ReduceL2": 5,
        "ReduceSumSquare": 6}
 

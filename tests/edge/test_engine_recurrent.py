@@ -17,7 +17,8 @@ import onnxedge  # noqa: E402
 from onnxedge.edge.neon import library  # noqa: E402
 from onnxedge.kernels import recurrent  # noqa: E402
 
-ENGINE = "NeonExecutionProvider"
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 
 
 def _model(op, seq, batch, inp, hid, direction="forward", lbr=0, clip=None, peep=False, seed=0,

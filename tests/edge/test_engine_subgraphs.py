@@ -17,7 +17,8 @@ import onnxedge  # noqa: E402
 from onnxedge import subgraph_plans  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime")
-ENGINE = "NeonExecutionProvider"
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 RNG = np.random.default_rng(0)
 W1 = RNG.standard_normal((8, 4)).astype(np.float32)
 W2 = RNG.standard_normal((8, 4)).astype(np.float32)

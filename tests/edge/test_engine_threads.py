@@ -21,6 +21,8 @@ from neon_helpers import REPO, ensure_built
 sys.path.insert(0, REPO)
 
 import onnxedge  # noqa: E402
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 from onnxedge.edge.neon import library as L  # noqa: E402
 
 from benchmarks import models  # noqa: E402
@@ -201,7 +203,7 @@ def _runs(model: bytes, feeds: Dict[str, np.ndarray], threads: int):
     opts.intra_op_num_threads = threads
     sess = onnxedge.InferenceSession(model, opts)
     assert L.load().num_threads() == threads   # SessionOptions reached the C pool
-    engine = [s for s in sess.plan.steps if s.provider == "NeonExecutionProvider"]
+    engine = [s for s in sess.plan.steps if s.provider == ENGINE]
     assert engine, "the C engine runs none of the model"
     first = sess.run(None, feeds)
     later = sess.run(None, feeds)

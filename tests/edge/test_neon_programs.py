@@ -16,6 +16,8 @@ from neon_helpers import NEON, REPO, ensure_built
 ensure_built()
 
 import onnxedge  # noqa: E402
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 from onnxedge.edge.neon import program as P  # noqa: E402
 
 sys.path.insert(0, REPO)
@@ -25,7 +27,7 @@ CPU = ["CPUExecutionProvider"]
 
 
 def _steps(sess):
-    return [s for s in sess._plan.steps if s.provider == "NeonExecutionProvider"]
+    return [s for s in sess._plan.steps if s.provider == ENGINE]
 
 
 def _programs(sess):
@@ -64,7 +66,7 @@ def test_benchmark_models_run_as_programs(built, name, on_neon):
     second = sess.run(None, feeds)[0]           # the programs
     _close(first, want)
     _close(second, want)
-    ops = {r["op_type"] for r in sess.partition_report() if r["provider"] == "NeonExecutionProvider"}
+    ops = {r["op_type"] for r in sess.partition_report() if r["provider"] == ENGINE}
     assert on_neon & ops == on_neon & {r["op_type"] for r in sess.partition_report()}, ops
     # a second input shape makes a second program per group
     feeds2 = models.make_inputs(name, batch=2)
@@ -124,7 +126,7 @@ def test_new_ops_in_one_program_and_liveness_reuses_the_arena():
              ("ax", np.array([0], np.int64)), ("shp", np.array([-1, 16], np.int64))]
     model = _model(nodes, [_f("x", ["N", 8, 4, 4])], [_f("y", None), _f("z", None)], inits)
     sess, cpu = _neon(model), onnxedge.InferenceSession(model, providers=CPU)
-    assert {r["provider"] for r in sess.partition_report()} == {"NeonExecutionProvider"}
+    assert {r["provider"] for r in sess.partition_report()} == {ENGINE}
     for batch in (1, 3):
         x = (rng.standard_normal((batch, 8, 4, 4)) + 2).astype(np.float32)
         want = cpu.run(None, {"x": x})
@@ -170,7 +172,7 @@ def test_unsupported_reasons_are_precise():
                    [_f("t", None), helper.make_tensor_value_info("r", TensorProto.INT64, None)],
                    [("shp", np.array([2, 3], np.int64))])
     sess = _neon(model)
-    why = {r["op_type"]: r["fallback_reasons"]["NeonExecutionProvider"] for r in sess.partition_report()}
+    why = {r["op_type"]: r["fallback_reasons"][ENGINE] for r in sess.partition_report()}
     assert "axis 1 is not the last axis" in why["Softmax"]
     assert "more than 3 axes" in why["Add"]
     assert "not float32" in why["Reshape"]
@@ -231,7 +233,7 @@ def test_node_suite_cases_through_programs():
             sess = _neon(case.model)
         except Exception:
             continue
-        if not any(r["provider"] == "NeonExecutionProvider" for r in sess.partition_report()):
+        if not any(r["provider"] == ENGINE for r in sess.partition_report()):
             continue
         for inputs, want in case.data_sets:
             feeds = dict(zip(case.input_names, inputs))

@@ -1,4 +1,4 @@
-"""NeonExecutionProvider (host build of the C kernels) inside InferenceSession, against
+"""The C engine's provider (host build of the C kernels) inside InferenceSession, against
 onnxruntime: single ops on edge shapes, the MLP and a small CNN, partition reports, options."""
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from neon_helpers import NEON, ensure_built, mlp, ort_run, small_cnn, small_cnn_
 ensure_built()
 
 import onnxedge  # noqa: E402
+from onnxedge.edge.neon.provider import engine_name  # noqa: E402
+ENGINE = engine_name()   # the C engine's provider on this machine
 from onnxedge.errors import EPFail, InvalidArgument  # noqa: E402
 
 
@@ -38,11 +40,11 @@ def _session(model, **kw):
 def _check_on_neon(sess, ops):
     where = {r["op_type"]: r["provider"] for r in sess.partition_report()}
     for op in ops:
-        assert where.get(op) == "NeonExecutionProvider", sess.partition_report()
+        assert where.get(op) == ENGINE, sess.partition_report()
 
 
 def test_listed_as_available():
-    assert "NeonExecutionProvider" in onnxedge.get_available_providers()
+    assert ENGINE in onnxedge.get_available_providers()
 
 
 @pytest.mark.parametrize("xs,ws,attrs,with_bias", [
@@ -186,7 +188,7 @@ def test_fused_ops_of_both_domains():
     m = _model(nodes, [_vi("x", x)], [_vi("y", TensorProto.FLOAT, None)], [("w", w)],
                extra_opsets=("com.microsoft", "com.onnxedge"))
     sess = _session(m)
-    assert all(r["provider"] == "NeonExecutionProvider" for r in sess.partition_report())
+    assert all(r["provider"] == ENGINE for r in sess.partition_report())
     cpu = onnxedge.InferenceSession(m, providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
 
@@ -195,7 +197,7 @@ def test_mlp_end_to_end_vs_onnxruntime():
     model, feeds = mlp()
     sess = _session(model)
     np.testing.assert_allclose(sess.run(None, feeds)[0], ort_run(model, feeds)[0], rtol=1e-4, atol=1e-6)
-    on_neon = {r["op_type"] for r in sess.partition_report() if r["provider"] == "NeonExecutionProvider"}
+    on_neon = {r["op_type"] for r in sess.partition_report() if r["provider"] == ENGINE}
     assert on_neon & {"Gemm", "FusedGemm"}
 
 
@@ -207,7 +209,7 @@ def test_small_cnn_end_to_end_vs_onnxruntime(level):
     sess = _session(model, sess_options=opts)
     np.testing.assert_allclose(sess.run(None, feeds)[0], ort_run(model, feeds)[0], rtol=1e-4, atol=1e-5)
     report = sess.partition_report()
-    on_neon = [r["op_type"] for r in report if r["provider"] == "NeonExecutionProvider"]
+    on_neon = [r["op_type"] for r in report if r["provider"] == ENGINE]
     assert sum(op in ("Conv", "FusedConv") for op in on_neon) == 4, report
     assert {"MaxPool", "AveragePool", "GlobalAveragePool"} <= set(on_neon)
     assert {"Gemm", "FusedGemm"} & set(on_neon)
@@ -227,7 +229,7 @@ def test_unsupported_reasons_are_precise():
                [("w", np.ones((2, 2, 1, 1, 1), np.float32)), ("w4", np.ones((2, 2, 1, 1), np.float32))],
                extra_opsets=("com.microsoft",))
     sess = _session(m, sess_options=_no_opt())
-    why = {r["op_type"]: r["fallback_reasons"].get("NeonExecutionProvider", "") for r in sess.partition_report()}
+    why = {r["op_type"]: r["fallback_reasons"].get(ENGINE, "") for r in sess.partition_report()}
     assert "rank 5" in why["Conv"] or "3-D" in why["Conv"], why["Conv"]
     assert "Indices" in why["MaxPool"]
     assert "not float32" in why["MatMul"]
@@ -246,7 +248,7 @@ def test_options_threads_and_errors():
                                      provider_options=[{"intra_op_num_threads": "1"}, {}])
     from onnxedge.edge.neon import library
     assert library.load().num_threads() == 1
-    assert sess.get_provider_options()["NeonExecutionProvider"]["intra_op_num_threads"] == "1"
+    assert sess.get_provider_options()[ENGINE]["intra_op_num_threads"] == "1"
     with pytest.raises((EPFail, InvalidArgument), match="intra_op_num_threads"):
         onnxedge.InferenceSession(model, providers=NEON, provider_options=[{"intra_op_num_threads": -2}, {}])
     with pytest.raises((EPFail, InvalidArgument), match="unknown option"):

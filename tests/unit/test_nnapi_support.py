@@ -196,7 +196,7 @@ def test_fused_activations():
                               provider_options=[{"reference": True}, {}])
         rep = {r["op_type"]: r for r in nn.partition_report()}
         assert rep["FusedConv"]["provider"] == NNAPI if ok else \
-            rep["FusedConv"]["provider"] in ("CPUExecutionProvider", "NeonExecutionProvider")
+            rep["FusedConv"]["provider"] in ("CPUExecutionProvider", "NeonExecutionProvider", "X64ExecutionProvider")
         assert rep["FusedGemm"]["provider"] == NNAPI
         if not ok:
             assert "activation LeakyRelu has no NNAPI fuse code" in rep["FusedConv"]["fallback_reasons"][NNAPI]

@@ -129,9 +129,9 @@ def test_operators_md_lists_ranges_and_conditions():
             for line in text.splitlines() if line.startswith("| ") and "---" not in line}
     header = rows.pop("Op")
     conv = dict(zip(header, rows["Conv"]))
-    assert conv["CPU"] == "1+" and conv["NEON"] == "1+ *" and conv["WebGPU"] == "1+ *"
+    assert conv["CPU"] == "1+" and conv["C engine"] == "1+ *" and conv["WebGPU"] == "1+ *"
     assert dict(zip(header, rows["Shape"]))["WebGPU"] == "1+"     # no check: no footnote
-    assert dict(zip(header, rows["Acos"]))["NEON"] == ""
+    assert dict(zip(header, rows["Acos"]))["C engine"] == ""
 
 
 def test_wasm_claims_other_domain_and_facts():

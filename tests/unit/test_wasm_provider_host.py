@@ -373,7 +373,7 @@ def test_first_run_gives_the_programs_bits(kernels, n):
 
 def test_engine_is_the_default_where_the_module_is(kernels, model_files):
     # the installed module plays the page's: a session asking for the CPU provider alone gets the
-    # wasm engine in front of it (as natively NeonExecutionProvider); session.cpu_engine "0": numpy
+    # wasm engine in front of it (as natively X64ExecutionProvider / NeonExecutionProvider); session.cpu_engine "0": numpy
     from onnxedge.providers import discovery
     assert discovery.cpu_engine() == WASM
     feeds = models.make_inputs("mlp")

@@ -105,7 +105,7 @@ def test_a_shape_the_gpu_would_have_to_compute_leaves_the_step(webgpu, executes)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     sess = onnxedge.InferenceSession(m, providers=webgpu)
     report = {r["op_type"]: r for r in sess.partition_report()}
-    assert report["Reshape"]["provider"] in ("CPUExecutionProvider", "NeonExecutionProvider")
+    assert report["Reshape"]["provider"] in ("CPUExecutionProvider", "NeonExecutionProvider", "X64ExecutionProvider")
     assert "on the host" in report["Reshape"]["fallback_reasons"]["WebGpuExecutionProvider"]
     assert report["Relu"]["provider"] == "WebGpuExecutionProvider"
     x = np.random.default_rng(2).standard_normal((4, 6)).astype(np.float32)
