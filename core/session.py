@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import checker, device_values, dtypes, executor, facts, ir, optimizer_stamp, profiling, subgraph_plans
+from . import checker, device_values, dtypes, executor, facts, ir, optimizer_stamp, profiling
 from .errors import InvalidArgument, InvalidGraph, NoModel, NotImplemented
 from .ortvalue import IOBinding, OrtValue
 from .budgets import (MAX_TENSOR_BYTES_KEY, RUN_TIMEOUT_MS_KEY, RunLimits, check_run,
@@ -431,9 +431,11 @@ class InferenceSession:
     def _use_providers_in_subgraphs(self) -> None:
         """If/Loop/Scan bodies run partitioned over the session's host providers (the C engine
         and the CPU: subgraph_plans), with the main graph's constant initializers as theirs."""
-        hosts = subgraph_plans.host_providers(self._providers)
+        hosts = [p for p in self._providers
+                 if p.name == "CPUExecutionProvider" or getattr(p, "cpu_engine", False)]
         if len(hosts) < 2:
             return
+        from . import subgraph_plans   # not in CPU-only reduced builds (RUNTIME_CPU_ONLY_DROPS)
         graph = self._model.graph
         overridable = {v.name for v in graph.inputs}
         inits = graph.initializers

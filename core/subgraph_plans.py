@@ -23,11 +23,6 @@ from .providers.base import CompileContext, ExecutionProvider
 Env = Dict[str, Any]
 
 
-def host_providers(providers: Sequence[ExecutionProvider]) -> List[ExecutionProvider]:
-    """The providers a body may use: the C engine(s) and the CPU provider (values on the host)."""
-    return [p for p in providers if p.name == "CPUExecutionProvider" or getattr(p, "cpu_engine", False)]
-
-
 class PlannedRunner(executor.GraphRunner):
     """A GraphRunner whose bodies run as partitioned plans over `providers` (see the module)."""
 
@@ -97,4 +92,4 @@ class PlannedRunner(executor.GraphRunner):
             raise InvalidGraph("graph %r: output %s is never produced" % (self.graph.name, e)) from None
 
 
-__all__ = ["PlannedRunner", "host_providers"]
+__all__ = ["PlannedRunner"]

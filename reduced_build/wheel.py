@@ -51,8 +51,9 @@ RUNTIME_DROPS = ("onnxedge/optimizer/", "onnxedge/onnx_loader.py", "onnxedge/onn
                  "onnxedge/format/fb/", "onnxedge/format/oxe.fbs", "onnxedge/py.typed")
 # what a runtime wheel whose only provider is the CPU's also leaves out: the type/shape rules
 # (a session works facts out only for other providers) and the op-support records they claim by
-RUNTIME_CPU_ONLY_DROPS = ("onnxedge/fact_rules.py", "onnxedge/providers/support.py",
-                          "onnxedge/oxk_layout.py", "onnxedge/oxk_program.py")   # C engine only
+RUNTIME_CPU_ONLY_DROPS = ("onnxedge/fact_rules.py", "onnxedge/providers/support.py",   # C engine only:
+                          "onnxedge/oxk_layout.py", "onnxedge/oxk_program.py", "onnxedge/oxk_movement.py",
+                          "onnxedge/oxk_quant.py", "onnxedge/oxk_rnn.py", "onnxedge/subgraph_plans.py")
 RUNTIME_DROPPED_REQUIRES = ("flatbuffers",)
 # core helpers only kernels use: a stripped build keeps them only while a kept file imports them
 HELPER_MODULES = ("onnxedge/fused_ops.py", "onnxedge/geometry.py", "onnxedge/numeric.py")

@@ -328,4 +328,5 @@ def test_page_reports_versions_and_download_sizes(page: Any, demo_bundle: Any):
         manifest = json.load(f)
     fetched = page.evaluate("performance.getEntriesByType('resource').map(e => e.name.split('/').pop())")
     assert set(manifest["pyodide"]["files"]) <= set(fetched), "every copied Pyodide file is used"
-    assert manifest["sizes"]["wheel"] < 200000   # .pyc for Python 3.8 (web/pyc.py): ~60% more
+    # .pyc for Python 3.8 (web/pyc.py): ~60% more; the page engine's compiler is ~60 KB of it
+    assert manifest["sizes"]["wheel"] < 240000
