@@ -226,13 +226,22 @@ class GraphRunner:
 
     def run(self, feeds: Dict[str, Any], outer_env: Env) -> List[Any]:
         """Outputs of the graph for these input feeds, with outer-scope values from outer_env."""
+        env = self.start_env(feeds, outer_env)
+        run_compiled(self.steps, env, self.run_child)
+        return self.outputs(env)
+
+    def start_env(self, feeds: Dict[str, Any], outer_env: Env) -> Env:
+        """A run's values before any node: the outer-scope values read, initializers, feeds."""
         env: Env = {}
         for name in self.outer:
             if name in outer_env:
                 env[name] = outer_env[name]
         env.update(self.graph.initializers)
         env.update(feeds)
-        run_compiled(self.steps, env, self.run_child)
+        return env
+
+    def outputs(self, env: Env) -> List[Any]:
+        """The graph's outputs from a finished run's values (InvalidGraph naming one never made)."""
         try:
             return [env[name] for name in self.output_names]
         except KeyError as e:

@@ -16,7 +16,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import executor, facts as _facts, ir
-from .errors import InvalidGraph, OnnxEdgeError
+from .errors import OnnxEdgeError
 from .partition import Plan, build_plan
 from .providers.base import CompileContext, ExecutionProvider
 
@@ -78,18 +78,10 @@ class PlannedRunner(executor.GraphRunner):
         plan = self.plan()
         if plan is None:
             return super().run(feeds, outer_env)
-        env: Env = {}
-        for name in self.outer:
-            if name in outer_env:
-                env[name] = outer_env[name]
-        env.update(self.graph.initializers)
-        env.update(feeds)
+        env = self.start_env(feeds, outer_env)
         for step in plan.steps:
             step.run(env)
-        try:
-            return [env[name] for name in self.output_names]
-        except KeyError as e:
-            raise InvalidGraph("graph %r: output %s is never produced" % (self.graph.name, e)) from None
+        return self.outputs(env)
 
 
 __all__ = ["PlannedRunner"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Dict, Tuple
+from typing import Dict, Set, Tuple
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -137,3 +137,15 @@ def node_suite_twice(ops, make_session, provider: str = ENGINE,
         steps = [s for s in sess._plan.steps if s.provider == provider and getattr(s, "programs", None)]
         programs += any(p is not None for s in steps for p in s.programs.programs.values())
     return took, programs
+
+
+def cpu_flags() -> Set[str]:
+    """This CPU's feature flags (/proc/cpuinfo; empty where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()

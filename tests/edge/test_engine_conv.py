@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from neon_helpers import REPO, ensure_built, node_suite_twice
+from neon_helpers import REPO, cpu_flags as _cpu_flags, ensure_built, node_suite_twice
 
 ensure_built()
 
@@ -231,17 +231,6 @@ def test_bad_arguments_are_rejected_not_crashed():
 
 
 ISAS = {"sse2": set(), "avx2": {"avx2", "fma"}, "avx512": {"avx2", "fma", "avx512f"}}
-
-
-def _cpu_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),

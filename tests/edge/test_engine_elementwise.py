@@ -12,13 +12,13 @@ import os
 import platform
 import subprocess
 import sys
-from typing import Dict, Set
+from typing import Dict
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from neon_helpers import NEON, REPO, ensure_built
+from neon_helpers import NEON, REPO, cpu_flags as _cpu_flags, ensure_built
 
 ensure_built()
 
@@ -236,17 +236,6 @@ def check_all(lib):
 
 ISAS = {"sse2": ("sse2", {"sse2"}), "avx2": ("avx2+fma", {"avx2", "fma"}),
         "avx512": ("avx512f", {"avx2", "fma", "avx512f"})}   # OXK_ISA: (backend, CPU flags)
-
-
-def _cpu_flags() -> Set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 _ISA_RUNS: Dict[str, str] = {}

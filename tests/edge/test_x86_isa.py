@@ -7,11 +7,11 @@ import os
 import platform
 import subprocess
 import sys
-from typing import Dict, Set
+from typing import Dict
 
 import pytest
 
-from neon_helpers import REPO, ensure_built
+from neon_helpers import REPO, cpu_flags as _cpu_flags, ensure_built
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "x86_isa_job.py")
 ISAS = {"sse2": ("sse2", {"sse2"}), "avx2": ("avx2+fma", {"avx2", "fma"}),
@@ -19,17 +19,6 @@ ISAS = {"sse2": ("sse2", {"sse2"}), "avx2": ("avx2+fma", {"avx2", "fma"}),
 
 pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                                 reason="the x86-64 SGEMM cores exist only in the x86-64 host build")
-
-
-def _cpu_flags() -> Set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def _run(env_isa: str, code: str = "") -> subprocess.CompletedProcess:
