@@ -15,7 +15,8 @@
  *    With packed weights and a large image the panels are built and multiplied a chunk at a time
  *    (one task per chunk), so they stay in the cache instead of going through memory; K is never
  *    split, so the result does not depend on the chunking or the thread count.
- *  - depthwise (group == C == Cout): one task per (image, channel), the channel's taps summed as
+ *  - depthwise (group == C == Cout): one task per run of (image, channel)s (several on small
+ *    planes, their phases zeroed once), each channel's taps summed as
  *    shifted streams over its flat phase planes (conv_dw.h), vectorized with the chosen ISA
  *    (AVX2+FMA / AVX-512F on x86-64, like the SGEMM cores; NEON, wasm simd128, SSE2 otherwise).
  *  - a direct 3x3 stride-1 path (forced only: im2col + the register-tiled GEMM needs fewer
@@ -62,6 +63,8 @@ typedef struct {
     int nr;                           /* the SGEMM core's panel width (gemm_isa.h) */
     int rc;                           /* a task's failure (ENOMEM) */
     const float* z;                   /* the residual added before the activation, or NULL */
+    oxk_dw_rows_fn dw_fn;             /* the depthwise inner loop (dw_rows) */
+    int dw_chans;                     /* (image, channel)s per depthwise task */
 } conv_job;
 
 /* The lanes path's shortest K (below it the transposed store outweighs the multiply), and the
@@ -152,12 +155,31 @@ static int image_is_phases(const conv_job* j) {
     return j->sh == 1 && j->sw == 1 && !j->pt && !j->pl && j->Hp == j->H && j->Wp == j->W;
 }
 
-/* Channel plane `src` (H x W) into its zeroed phases at dst (cstride floats). A 1x1 kernel reads
- * phase (0, 0) only: the others are left alone. */
-static void pad_channel(const conv_job* j, const float* src, float* dst) {
+/* Channel plane `src` (H x W) into its phases at dst (cstride floats), zeroed first when `zero`
+ * (else dst already holds a channel's phases: the pad positions are zero, the rest is
+ * overwritten). A 1x1 kernel reads phase (0, 0) only: the others are left alone. */
+static void pad_channel(const conv_job* j, const float* src, float* dst, int zero) {
     const int sh = j->sh, sw = j->sw, only0 = j->kh == 1 && j->kw == 1;
     int cp;
-    memset(dst, 0, (only0 ? j->phase : j->cstride) * sizeof(float));
+    if (zero) memset(dst, 0, (only0 ? j->phase : j->cstride) * sizeof(float));
+    if (sw == 2 && !only0) {   /* both column phases in one pass over each row */
+        int h, m, w, rp = j->pt % sh, rq = j->pt / sh;
+        float* de0 = dst + (size_t)(j->pl & 1) * j->phase + (j->pl >> 1);
+        float* do0 = dst + (size_t)((j->pl + 1) & 1) * j->phase + ((j->pl + 1) >> 1);
+        for (h = 0; h < j->H; h++, src += j->W) {
+            size_t row = (size_t)rp * sw * j->phase + (size_t)rq * j->Wq;
+            float *de = de0 + row, *dd = do0 + row;
+            for (m = 0; 2 * m + 8 <= j->W; m += 4) {
+                vf4 ev, od;
+                vf_load_deint(src + 2 * m, &ev, &od);
+                vf_store(de + m, ev);
+                vf_store(dd + m, od);
+            }
+            for (w = 2 * m; w < j->W; w++) (w & 1 ? dd : de)[w >> 1] = src[w];
+            if (++rp == sh) { rp = 0; rq++; }
+        }
+        return;
+    }
     for (cp = 0; cp < (only0 ? 1 : sw); cp++) {   /* column phase cp: padded columns cp, cp + sw, ... */
         int w0 = ((cp - j->pl) % sw + sw) % sw, h, e, rp = j->pt % sh, rq = j->pt / sh;
         int cnt = w0 < j->W ? (j->W - w0 + sw - 1) / sw : 0;
@@ -177,7 +199,7 @@ static void pad_channel(const conv_job* j, const float* src, float* dst) {
 
 static void pad_task(void* ctx, int c) {
     conv_job* j = (conv_job*)ctx;
-    pad_channel(j, j->x + ((size_t)j->n * j->C + c) * j->H * j->W, j->xpad + (size_t)c * j->cstride);
+    pad_channel(j, j->x + ((size_t)j->n * j->C + c) * j->H * j->W, j->xpad + (size_t)c * j->cstride, 1);
 }
 
 /* ------------------------------------------------------------------ im2col + SGEMM */
@@ -460,30 +482,44 @@ static oxk_dw_rows_fn dw_rows(void) {
     return dw_rows_vec;
 }
 
-/* Depthwise: one task per (image, channel): its phases and flat outputs (OH x Wq, the columns
- * past OW dropped on the copy out) in this thread's scratch. */
-static void depthwise_task(void* ctx, int nc) {
+/* Depthwise: one task per run of dw_chans (image, channel)s: each channel's phases and flat
+ * outputs (OH x Wq, the columns past OW dropped on the copy out) in this thread's scratch, the
+ * phases zeroed once per task (every channel writes the same positions). */
+static void depthwise_task(void* ctx, int t) {
     conv_job* j = (conv_job*)ctx;
-    int c = nc % j->C, n = nc / j->C, taps = j->kh * j->kw, flat = j->OH * j->Wq, oh;
+    int taps = j->kh * j->kw, flat = j->OH * j->Wq, oh, nc, nc_end = (t + 1) * j->dw_chans;
     size_t flat_len = ((size_t)flat + DW_BLOCK - 1) / DW_BLOCK * DW_BLOCK;
     float* buf = (float*)oxk_scratch(OXK_SCRATCH_PAD, (j->cstride + flat_len) * sizeof(float));
-    float* out = j->y + ((size_t)n * j->Cout + c) * j->OH * j->OW;
     if (!buf) { j->rc = OXK_ENOMEM; return; }
-    pad_channel(j, j->x + ((size_t)n * j->C + c) * j->H * j->W, buf);
-    dw_rows()(buf, j->toff, taps, j->Wt + (size_t)c * taps, j->bias ? j->bias[c] : 0.f,
-              j->act, j->p0, j->p1, buf + j->cstride, flat);
-    for (oh = 0; oh < j->OH; oh++)
-        memcpy(out + (size_t)oh * j->OW, buf + j->cstride + (size_t)oh * j->Wq, (size_t)j->OW * sizeof(float));
-    if (j->act != OXK_ACT_NONE && j->act != OXK_ACT_RELU && j->act != OXK_ACT_CLIP)
-        oxk_act_row(out, j->OH * j->OW, j->act, j->p0, j->p1);
+    if (nc_end > j->N * j->C) nc_end = j->N * j->C;
+    for (nc = t * j->dw_chans; nc < nc_end; nc++) {
+        int c = nc % j->C, n = nc / j->C;
+        float* out = j->y + ((size_t)n * j->Cout + c) * j->OH * j->OW;
+        pad_channel(j, j->x + ((size_t)n * j->C + c) * j->H * j->W, buf, nc == t * j->dw_chans);
+        j->dw_fn(buf, j->toff, taps, j->Wt + (size_t)c * taps, j->bias ? j->bias[c] : 0.f,
+                 j->act, j->p0, j->p1, buf + j->cstride, flat);
+        for (oh = 0; oh < j->OH; oh++)
+            memcpy(out + (size_t)oh * j->OW, buf + j->cstride + (size_t)oh * j->Wq, (size_t)j->OW * sizeof(float));
+        if (j->act != OXK_ACT_NONE && j->act != OXK_ACT_RELU && j->act != OXK_ACT_CLIP)
+            oxk_act_row(out, j->OH * j->OW, j->act, j->p0, j->p1);
+    }
 }
 
+/* Flat outputs per depthwise task: small planes share a task (its scratch and zeroing). */
+#define DW_TASK_FLAT 4096
+
 static int conv_depthwise(conv_job* j) {
+    int flat, total = j->N * j->C;
     /* the flat loop reads up to one phase row and one block past a channel's last phase */
     phase_layout(j, 0);
     j->cstride = (j->phase * j->sh * j->sw + j->Wq + DW_BLOCK + 15) & ~(size_t)15;
     j->rc = 0;
-    oxk_parallel_for(j->N * j->C, depthwise_task, j);
+    j->dw_fn = dw_rows();
+    flat = j->OH * j->Wq;
+    j->dw_chans = flat >= DW_TASK_FLAT ? 1 : DW_TASK_FLAT / flat;
+    if (j->dw_chans > (total + 15) / 16) j->dw_chans = (total + 15) / 16;   /* >= 16 tasks */
+    if (j->dw_chans < 1) j->dw_chans = 1;
+    oxk_parallel_for((total + j->dw_chans - 1) / j->dw_chans, depthwise_task, j);
     return j->rc;
 }
 
