@@ -35,3 +35,44 @@ def single_node_model(op: str, inputs: Dict[str, np.ndarray], outputs: List[str]
 def _np_to_onnx(dtype: np.dtype) -> int:
     from onnx.mapping import NP_TYPE_TO_TENSOR_TYPE  # onnx < 1.13 fallback
     return NP_TYPE_TO_TENSOR_TYPE[np.dtype(dtype)]
+
+
+def rnn_model(op: str, seq: int, batch: int, inp: int, hid: int, direction="forward", lbr=0, clip=None, peep=False, seed=0,
+           outputs=None, states=True, extra=None):
+    """A one-node LSTM/GRU model (W, R, B and P initializers, scaled random weights), its feeds (X,
+    initial states) and the weights {W, R, B, P}."""
+    rng = np.random.default_rng(seed)
+    dirs = 2 if direction == "bidirectional" else 1
+    G = 4 if op == "LSTM" else 3
+    W = (rng.standard_normal((dirs, G * hid, inp)) * 0.4).astype(np.float32)
+    R = (rng.standard_normal((dirs, G * hid, hid)) * 0.4).astype(np.float32)
+    B = (rng.standard_normal((dirs, 2 * G * hid)) * 0.4).astype(np.float32)
+    inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")]
+    st = [dirs, batch, hid]
+    ins = ["X", "W", "R", "B", "", "h0" if states else ""]
+    vis = [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["S", batch, inp])]
+    feeds = {"X": rng.standard_normal((seq, batch, inp)).astype(np.float32)}
+    if states:
+        vis.append(helper.make_tensor_value_info("h0", TensorProto.FLOAT, st))
+        feeds["h0"] = rng.standard_normal(st).astype(np.float32)
+    if op == "LSTM":
+        ins.append("c0" if states else "")
+        if states:
+            vis.append(helper.make_tensor_value_info("c0", TensorProto.FLOAT, st))
+            feeds["c0"] = rng.standard_normal(st).astype(np.float32)
+        if peep:
+            inits.append(numpy_helper.from_array((rng.standard_normal((dirs, 3 * hid)) * 0.4).astype(np.float32), "P"))
+            ins.append("P")
+    outs = outputs or (["Y", "Yh", "Yc"] if op == "LSTM" else ["Y", "Yh"])
+    attrs = dict(hidden_size=hid, direction=direction)
+    if op == "GRU":
+        attrs["linear_before_reset"] = lbr
+    if clip is not None:
+        attrs["clip"] = clip
+    attrs.update(extra or {})
+    node = helper.make_node(op, ins, outs, **attrs)
+    g = helper.make_graph([node], "rnn", vis, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                               for o in outs if o], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    return m.SerializeToString(), feeds, dict(W=W, R=R, B=B, P=None if not peep else
+                                              numpy_helper.to_array(inits[-1]))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from neon_helpers import NEON, REPO, cpu_flags as _cpu_flags, ensure_built
+from neon_helpers import NEON, REPO, cpu_flags as _cpu_flags, ensure_built, node_suite_twice
 
 ensure_built()
 
@@ -423,36 +423,12 @@ def test_fused_epilogues_run_in_c_against_onnxruntime(producer, act, attrs, opse
     np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-5)
 
 
-def _node_cases():
-    try:
-        from tests.conformance import cases
-        infos = cases.load_manifest(cases.ensure_cache(generate=False, verbose=False))
-    except Exception:
-        return []
-    ops = {"Exp", "Log", "Sqrt", "Abs", "Neg", "Reciprocal", "Erf", "HardSigmoid", "HardSwish", "Elu",
-           "Softplus", "Gelu", "Pow", "Max", "Min"}
-    return [i for i in infos if i.op_type in ops and i.domain in ("", "ai.onnx")
-            and not i.name.endswith("_expanded")]
-
-
 def test_node_suite_cases_through_the_default_session():
     """The ONNX node-suite cases of these ops in a default session (the engine in front of the
     CPU provider), each run twice: first node by node, then as the compiled program."""
-    from tests.conformance import cases
-    from tests.conformance.compare import compare_outputs
-    infos = _node_cases()
-    if not infos:
+    ops = {"Exp", "Log", "Sqrt", "Abs", "Neg", "Reciprocal", "Erf", "HardSigmoid", "HardSwish", "Elu",
+           "Softplus", "Gelu", "Pow", "Max", "Min"}
+    on_engine, _ = node_suite_twice(ops, onnxedge.InferenceSession, NEON_EP)
+    if on_engine == 0:
         pytest.skip("no node-case cache (python tests/conformance/cases.py builds it)")
-    on_engine = 0
-    for info in infos:
-        case = cases.load_case(info)
-        sess = onnxedge.InferenceSession(case.model)
-        on_engine += bool(_on_engine(sess))
-        for inputs, want in case.data_sets:
-            feeds = dict(zip(case.input_names, inputs))
-            for _ in range(2):
-                try:
-                    compare_outputs(list(sess.run(None, feeds)), want, info.rtol, info.atol, case.output_names)
-                except Exception as e:
-                    raise AssertionError("%s: %s" % (info.name, e)) from e
     assert on_engine >= 40, on_engine

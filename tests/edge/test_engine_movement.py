@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from neon_helpers import REPO, ensure_built
+from neon_helpers import REPO, ensure_built, node_suite_twice
 
 ensure_built()
 
@@ -432,42 +432,12 @@ def test_bert_encoder_partition():
 
 # ----------------------------------------------------------------------------- node suite
 
-def _node_cases():
-    try:
-        from tests.conformance import cases
-        infos = cases.load_manifest(cases.ensure_cache(generate=False, verbose=False))
-    except Exception:
-        return []
-    return [i for i in infos if i.op_type in M.OPS and i.domain in ("", "ai.onnx")
-            and not i.name.endswith("_expanded")]
-
-
 def test_node_suite_cases_through_the_engine():
     """Each node-suite case of these ops through the default session, run twice (node by node,
     then the compiled program) where the engine claims it."""
-    from tests.conformance import cases
-    from tests.conformance.compare import compare_outputs
-    infos = _node_cases()
-    if not infos:
+    ran, programs = node_suite_twice(set(M.OPS), lambda m: onnxedge.InferenceSession(m, _options(True)))
+    if ran == 0:
         pytest.skip("no node-case cache (python tests/conformance/cases.py builds it)")
-    ran, programs = 0, 0
-    for info in infos:
-        case = cases.load_case(info)
-        try:
-            sess = onnxedge.InferenceSession(case.model, _options(True))
-        except Exception:
-            continue
-        if not any(r["provider"] == NEON for r in sess.partition_report()):
-            continue
-        for inputs, want in case.data_sets:
-            feeds = dict(zip(case.input_names, inputs))
-            for _ in range(2):
-                try:
-                    compare_outputs(list(sess.run(None, feeds)), want, info.rtol, info.atol, case.output_names)
-                except Exception as e:
-                    raise AssertionError("%s: %s" % (info.name, e)) from e
-        ran += 1
-        programs += len(_programs(sess)) > 0
     assert ran >= 60 and programs >= 50, (ran, programs)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from modelgen import rnn_model
 from neon_helpers import ensure_built, node_suite_twice
 
 ensure_built()
@@ -21,44 +22,7 @@ from onnxedge.edge.neon.provider import engine_name  # noqa: E402
 ENGINE = engine_name()   # the C engine's provider on this machine
 
 
-def _model(op, seq, batch, inp, hid, direction="forward", lbr=0, clip=None, peep=False, seed=0,
-           outputs=None, states=True, extra=None):
-    """A one-node LSTM/GRU model (W, R, B, P initializers) and its feeds."""
-    rng = np.random.default_rng(seed)
-    dirs = 2 if direction == "bidirectional" else 1
-    G = 4 if op == "LSTM" else 3
-    W = (rng.standard_normal((dirs, G * hid, inp)) * 0.4).astype(np.float32)
-    R = (rng.standard_normal((dirs, G * hid, hid)) * 0.4).astype(np.float32)
-    B = (rng.standard_normal((dirs, 2 * G * hid)) * 0.4).astype(np.float32)
-    inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R"), numpy_helper.from_array(B, "B")]
-    st = [dirs, batch, hid]
-    ins = ["X", "W", "R", "B", "", "h0" if states else ""]
-    vis = [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["S", batch, inp])]
-    feeds = {"X": rng.standard_normal((seq, batch, inp)).astype(np.float32)}
-    if states:
-        vis.append(helper.make_tensor_value_info("h0", TensorProto.FLOAT, st))
-        feeds["h0"] = rng.standard_normal(st).astype(np.float32)
-    if op == "LSTM":
-        ins.append("c0" if states else "")
-        if states:
-            vis.append(helper.make_tensor_value_info("c0", TensorProto.FLOAT, st))
-            feeds["c0"] = rng.standard_normal(st).astype(np.float32)
-        if peep:
-            inits.append(numpy_helper.from_array((rng.standard_normal((dirs, 3 * hid)) * 0.4).astype(np.float32), "P"))
-            ins.append("P")
-    outs = outputs or (["Y", "Yh", "Yc"] if op == "LSTM" else ["Y", "Yh"])
-    attrs = dict(hidden_size=hid, direction=direction)
-    if op == "GRU":
-        attrs["linear_before_reset"] = lbr
-    if clip is not None:
-        attrs["clip"] = clip
-    attrs.update(extra or {})
-    node = helper.make_node(op, ins, outs, **attrs)
-    g = helper.make_graph([node], "rnn", vis, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
-                                               for o in outs if o], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
-    return m.SerializeToString(), feeds, dict(W=W, R=R, B=B, P=None if not peep else
-                                              numpy_helper.to_array(inits[-1]))
+_model = rnn_model   # tests/modelgen.py
 
 
 def _reference(op, feeds, w, direction, lbr, clip, outs):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from neon_helpers import NEON, REPO, ensure_built
+from neon_helpers import NEON, REPO, ensure_built, node_suite_twice
 
 ensure_built()
 
@@ -205,45 +205,15 @@ def test_arena_plan_reuses_after_last_reader():
     assert bufs[1].offset != bufs[0].offset and top == 2 * 128
 
 
-def _node_cases():
-    """The ONNX node-suite cases of the newly claimed ops (cached by tests/conformance/cases.py)."""
-    try:
-        from tests.conformance import cases
-        infos = cases.load_manifest(cases.ensure_cache(generate=False, verbose=False))
-    except Exception:   # no case cache here: the conformance suite says so itself
-        return []
+def test_node_suite_cases_through_programs():
+    """Each node-suite case of the program-only ops run twice: the second run is the compiled
+    program (the conformance runner runs once, so only the node-by-node path)."""
     ops = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Add", "Sub", "Mul", "Div", "Softmax",
            "LogSoftmax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
-    return [i for i in infos if i.op_type in ops and i.domain in ("", "ai.onnx")
-            and not i.name.endswith("_expanded")]
-
-
-def test_node_suite_cases_through_programs():
-    """Each node-suite case of the new ops run twice: the second run is the compiled program (the
-    conformance runner runs once, so only the node-by-node path)."""
-    from tests.conformance import cases
-    from tests.conformance.compare import compare_outputs
-    infos = _node_cases()
-    if not infos:
+    took, programs = node_suite_twice(ops, _neon)
+    if took == 0:
         pytest.skip("no node-case cache (python tests/conformance/cases.py builds it)")
-    ran = 0
-    for info in infos:
-        case = cases.load_case(info)
-        try:
-            sess = _neon(case.model)
-        except Exception:
-            continue
-        if not any(r["provider"] == ENGINE for r in sess.partition_report()):
-            continue
-        for inputs, want in case.data_sets:
-            feeds = dict(zip(case.input_names, inputs))
-            sess.run(None, feeds)
-            try:
-                compare_outputs(list(sess.run(None, feeds)), want, info.rtol, info.atol, case.output_names)
-            except Exception as e:
-                raise AssertionError("%s: %s" % (info.name, e)) from e
-        ran += len(_programs(sess)) > 0
-    assert ran >= 40, ran
+    assert programs >= 40, programs
 
 
 @pytest.mark.parametrize("act,params,zshape", [("", [], (2, 4, 5, 5)), ("LeakyRelu", [0.2], (2, 4, 5, 5)),

@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import wasm_node_kernels as W  # noqa: E402
 from wasm_host_kernels import HostKernels  # noqa: E402
+from modelgen import rnn_model  # noqa: E402
 
 pytestmark = pytest.mark.needs_setup   # the host build and the wasm build of the C kernels
 
@@ -118,39 +119,9 @@ def _check(kernels, model: bytes, feeds: Dict[str, np.ndarray], tol: float, on_w
 
 # ----------------------------------------------------------------------------- LSTM / GRU
 
-def _rnn(op: str, seq: int, batch: int, inp: int, hid: int, direction: str = "forward", lbr: int = 0,
-         clip: Optional[float] = None, peep: bool = False, states: bool = True,
-         outputs: Optional[List[str]] = None, seed: int = 0) -> Tuple[bytes, Dict[str, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    dirs = 2 if direction == "bidirectional" else 1
-    G = 4 if op == "LSTM" else 3
-    inits = [numpy_helper.from_array((rng.standard_normal((dirs, G * hid, inp)) * 0.4).astype(np.float32), "W"),
-             numpy_helper.from_array((rng.standard_normal((dirs, G * hid, hid)) * 0.4).astype(np.float32), "R"),
-             numpy_helper.from_array((rng.standard_normal((dirs, 2 * G * hid)) * 0.4).astype(np.float32), "B")]
-    st = [dirs, batch, hid]
-    ins = ["X", "W", "R", "B", "", "h0" if states else ""]
-    vis = [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["S", batch, inp])]
-    feeds = {"X": rng.standard_normal((seq, batch, inp)).astype(np.float32)}
-    if states:
-        vis.append(helper.make_tensor_value_info("h0", TensorProto.FLOAT, st))
-        feeds["h0"] = rng.standard_normal(st).astype(np.float32)
-    if op == "LSTM":
-        ins.append("c0" if states else "")
-        if states:
-            vis.append(helper.make_tensor_value_info("c0", TensorProto.FLOAT, st))
-            feeds["c0"] = rng.standard_normal(st).astype(np.float32)
-        if peep:
-            inits.append(numpy_helper.from_array((rng.standard_normal((dirs, 3 * hid)) * 0.4).astype(np.float32),
-                                                 "P"))
-            ins.append("P")
-    outs = outputs or (["Y", "Yh", "Yc"] if op == "LSTM" else ["Y", "Yh"])
-    attrs: Dict[str, Any] = dict(hidden_size=hid, direction=direction)
-    if op == "GRU":
-        attrs["linear_before_reset"] = lbr
-    if clip is not None:
-        attrs["clip"] = clip
-    node = helper.make_node(op, ins, outs, **attrs)
-    return _model([node], vis, [o for o in outs if o], inits, opset=14), feeds
+def _rnn(op: str, *args: Any, **kw: Any) -> Tuple[bytes, Dict[str, np.ndarray]]:
+    """A one-node LSTM/GRU model and its feeds (tests/modelgen.py rnn_model)."""
+    return rnn_model(op, *args, **kw)[:2]
 
 
 @pytest.mark.parametrize("op, seq, batch, inp, hid, kw", [
