@@ -768,5 +768,20 @@ def _dynamic_quantize(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
 
 @fact_rule("LSTM", "GRU", "RNN")
 def _recurrent(node: ir.Node, ins: Ins, ctx: RuleContext) -> Outs:
+    """Y [seq, dirs, batch, hidden] and the final states [dirs, batch, hidden] (layout 1: batch
+    first), hidden from `hidden_size` or R's last dim; unknown sizes stay None."""
     x = _first(ins)
-    return [like(x), like(x), like(x)]
+    shape = _shape(x)
+    if shape is None or len(shape) != 3:
+        return [like(x), like(x), like(x)]
+    r = _shape(ins[2]) if len(ins) > 2 else None
+    hidden = node.attributes.get("hidden_size")
+    if hidden is None and r is not None and len(r) == 3:
+        hidden = r[2]
+    hidden = int(hidden) if isinstance(hidden, int) else None
+    dirs = 2 if str(node.attributes.get("direction", "forward")) == "bidirectional" else 1
+    if int(node.attributes.get("layout", 0)):
+        batch, seq = shape[0], shape[1]
+        return [like(x, [batch, seq, dirs, hidden])] + [like(x, [batch, dirs, hidden])] * 2
+    seq, batch = shape[0], shape[1]
+    return [like(x, [seq, dirs, batch, hidden])] + [like(x, [dirs, batch, hidden])] * 2
