@@ -299,6 +299,19 @@ static void direct_task(void* ctx, int t) {
     dj->isa->conv_direct(&d);
 }
 
+/* The implicit-GEMM convs' per-K input offsets (channel c, tap t: c * cstride + toff[t]), with
+ * OXK_KOFF_AHEAD copies of the last past K; NULL when out of memory. */
+static int* tap_offsets(const conv_job* j, int Cin_g, int taps) {
+    const int K = Cin_g * taps;
+    int* koff = (int*)oxk_aligned_alloc(((size_t)K + OXK_KOFF_AHEAD) * sizeof(int));
+    int c, t;
+    if (!koff) return NULL;
+    for (c = 0; c < Cin_g; c++)
+        for (t = 0; t < taps; t++) koff[c * taps + t] = (int)((size_t)c * j->cstride + j->toff[t]);
+    for (t = 0; t < OXK_KOFF_AHEAD; t++) koff[K + t] = koff[K - 1];
+    return koff;
+}
+
 /* Worth it where im2col would cost most: a real kernel (1x1 convs are plain GEMMs already) over
  * output rows that nearly fill the flat rows (the flat positions in the padding are wasted work). */
 static int direct_fits(const conv_job* j, const oxk_gemm_isa* isa) {
@@ -315,13 +328,11 @@ static int conv_direct_gemm(conv_job* j, const oxk_gemm_isa* isa) {
     const size_t per = oxk_pack_a_size(Cg, K), slack = 2 * (size_t)isa->nr;
     direct_job dj;
     int* koff;
-    int c, t, tasks;
+    int tasks;
     j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, ((size_t)j->C * j->cstride + slack) * sizeof(float));
-    koff = (int*)oxk_aligned_alloc((size_t)K * sizeof(int));
+    koff = tap_offsets(j, Cin_g, taps);
     if (!j->xpad || !koff) { oxk_aligned_free(koff); return OXK_ENOMEM; }
     memset(j->xpad + (size_t)j->C * j->cstride, 0, slack * sizeof(float));
-    for (c = 0; c < Cin_g; c++)
-        for (t = 0; t < taps; t++) koff[c * taps + t] = (int)((size_t)c * j->cstride + j->toff[t]);
     memset(&dj, 0, sizeof(dj));
     dj.isa = isa;
     dj.span = 8 * isa->nr;
@@ -371,7 +382,7 @@ static int conv_lanes_gemm(conv_job* j, const oxk_gemm_isa* isa, const float* pb
     lanes_job lj;
     int* koff;
     float* packed = NULL;
-    int c, t, segs_total, want;
+    int segs_total, want;
     j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->cstride * sizeof(float));
     if (!pb) {
         int g;
@@ -381,10 +392,8 @@ static int conv_lanes_gemm(conv_job* j, const oxk_gemm_isa* isa, const float* pb
             isa->pack_b(1, Cg, K, j->Wt + (size_t)g * Cg * K, K, packed + (size_t)g * per);
         pb = packed;
     }
-    koff = (int*)oxk_aligned_alloc((size_t)K * sizeof(int));
+    koff = tap_offsets(j, Cin_g, taps);
     if (!j->xpad || !koff) { oxk_aligned_free(koff); return OXK_ENOMEM; }
-    for (c = 0; c < Cin_g; c++)
-        for (t = 0; t < taps; t++) koff[c * taps + t] = (int)((size_t)c * j->cstride + j->toff[t]);
     memset(&lj, 0, sizeof(lj));
     lj.isa = isa;
     lj.d.M = Cg; lj.d.K = K; lj.d.koff = koff;

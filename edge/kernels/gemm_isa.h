@@ -20,6 +20,11 @@
 #endif
 
 #if defined(OXK_X86_GEMM)
+/* The implicit-GEMM convs' software prefetch distance in K steps: their koff tables hold this many
+ * entries past K (copies of koff[K - 1]) so a tile reads a later step's offset without a bound
+ * check. */
+#define OXK_KOFF_AHEAD 8
+
 /* An implicit-GEMM convolution (conv.c's direct path): out[m, p] = sum_k A[m, k] x[koff[k] + f(p)]
  * with the weights A packed as the core's A panels (oxk_conv_pack) and the B operand read straight
  * from the padded input's phases, NR consecutive "flat" positions f = oh * Wq + ow at a time (the

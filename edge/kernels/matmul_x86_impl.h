@@ -27,8 +27,7 @@
 #define KC 256
 #define MB (MR * 4)
 #define NB (NR * 8)
-/* the implicit-GEMM conv's software prefetch distance, in K steps */
-#define PF_B 8
+#define PF_B OXK_KOFF_AHEAD
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -412,7 +411,7 @@ static inline __attribute__((always_inline)) void conv_tile(const oxk_conv_direc
         VT b0 = V_LOAD(bp), b1 = V_LOAD(bp + VW);
         /* the packed weights stay in L1 over a task's tiles; the input rows come from L2 through
          * offsets no hardware prefetcher follows: fetch the last line of a later step's row */
-        _mm_prefetch((const char*)(xb + ko[k + PF_B < K ? k + PF_B : k] + NR), _MM_HINT_T0);
+        _mm_prefetch((const char*)(xb + ko[k + PF_B] + NR), _MM_HINT_T0);
 #pragma GCC unroll 16
         for (r = 0; r < R; r++) {
             VT av = V_SET1(a[r]);
@@ -456,11 +455,11 @@ static void conv_direct(const oxk_conv_direct* d) {
 
 /* ------------------------------------------------------------------ conv, channels along lanes */
 
-/* A lanes tile's prefetch of the next weight panel: `lines` cache lines from `at`, one every
- * `every` K steps. */
+/* A lanes tile's prefetch of the next weight panel: `lines` cache lines from `at`, `per` of them
+ * at the start of every `every` K steps. */
 typedef struct {
     const char* at;
-    int lines, every;
+    int lines, per, every;
 } lanes_pf;
 
 /* The epilogue and store of one lanes tile: NR channels from m0 (c0: the first VW, c1: the next)
@@ -526,32 +525,32 @@ static inline __attribute__((always_inline)) void lanes_tile(const oxk_conv_lane
                                                              int p0, const lanes_pf* pf) {
     VT c0[RT], c1[RT];
     const int* ko = d->koff;
-    const int K = d->K;
+    const int K = d->K, every = pf->every;
     const char* pl = pf->at;
-    int r, k, pn = pf->lines, pc = pf->every;
+    int r, k, k0, i, pn = pf->lines;
 #pragma GCC unroll 16
     for (r = 0; r < R; r++) { c0[r] = V_ZERO(); c1[r] = V_ZERO(); }
-    for (k = 0; k < K; k++) {
-        if (pn > 0 && --pc == 0) {   /* this tile's share of the next panel's weights, into L2 */
+    for (k0 = 0; k0 < K; k0 += every) {
+        const int k1 = K - k0 < every ? K : k0 + every;
+        for (i = 0; i < pf->per && pn > 0; i++, pn--, pl += 64)   /* into L2: the next panel */
             _mm_prefetch(pl, _MM_HINT_T1);
-            pl += 64;
-            pn--;
-            pc = pf->every;
-        }
-        const float* xp = xb + ko[k];
-        const VT w0 = V_LOAD(b), w1 = V_LOAD(b + VW);
-        /* the input rows come from L2 through offsets no hardware prefetcher follows: fetch both
-         * ends of a later step's run (the weights stream in order) */
-        const float* xf = xb + ko[k + PF_B < K ? k + PF_B : k];
-        _mm_prefetch((const char*)xf, _MM_HINT_T0);
-        _mm_prefetch((const char*)(xf + R - 1), _MM_HINT_T0);
+#pragma GCC unroll 2
+        for (k = k0; k < k1; k++) {
+            const float* xp = xb + ko[k];
+            const VT w0 = V_LOAD(b), w1 = V_LOAD(b + VW);
+            /* the input rows come from L2 through offsets no hardware prefetcher follows: fetch
+             * both ends of a later step's run (the weights stream in order) */
+            const float* xf = xb + ko[k + PF_B];
+            _mm_prefetch((const char*)xf, _MM_HINT_T0);
+            _mm_prefetch((const char*)(xf + R - 1), _MM_HINT_T0);
 #pragma GCC unroll 16
-        for (r = 0; r < R; r++) {
-            const VT xv = V_SET1(xp[r]);
-            c0[r] = V_FMA(xv, w0, c0[r]);
-            c1[r] = V_FMA(xv, w1, c1[r]);
+            for (r = 0; r < R; r++) {
+                const VT xv = V_SET1(xp[r]);
+                c0[r] = V_FMA(xv, w0, c0[r]);
+                c1[r] = V_FMA(xv, w1, c1[r]);
+            }
+            b += NR;
         }
-        b += NR;
     }
     lanes_store(d, R, c0, c1, m0, p0);
 }
@@ -574,6 +573,9 @@ static const lanes_tile_fn LANES_TILES[RT] = {
 #endif
 };
 
+/* The fewest K steps between a lanes tile's prefetches of the next panel. */
+#define LANES_PF_STEPS 8
+
 /* Each channel panel (its weights stay in L2) over the call's row segments; a row of OW positions
  * is cut into `segs` pieces as even as can be (the first OW % segs one longer). A panel's weights
  * are read once per segment: from memory on the first, unless fetched ahead. So the panel's tiles
@@ -592,7 +594,8 @@ static void conv_lanes(const oxk_conv_lanes* d) {
             lanes_pf pf;
             pf.at = (const char*)(b + (size_t)d->K * NR) + (size_t)t * share * 64;
             pf.lines = c + 1 < panels ? (lines - t * share < share ? lines - t * share : share) : 0;
-            pf.every = pf.lines > 0 && d->K / pf.lines > 1 ? d->K / pf.lines : 1;
+            pf.every = pf.lines > 0 && d->K / pf.lines > LANES_PF_STEPS ? d->K / pf.lines : LANES_PF_STEPS;
+            pf.per = pf.lines > 0 ? (int)(((size_t)pf.lines * pf.every + d->K - 1) / d->K) : 0;
             LANES_TILES[R - 1](d, b, d->x + (size_t)oh * d->Wq + ow, c * NR, oh * d->OW + ow, &pf);
         }
     }
