@@ -300,6 +300,41 @@ static void gemm_block(void* ctx, int idx) {
 
 static size_t panel_size(int n, int r, int K) { return (size_t)ceil_div(n, r) * r * (size_t)(K > 0 ? K : 1); }
 
+/* B as given (not packed) and many columns: per task one block of NB columns, its panels packed
+ * into the thread's scratch right before use (they stay in L2 over every row of A) instead of all
+ * of B packed up front and read back from memory. Same K blocks in the same order per element as
+ * gemm_block: the same bits. */
+typedef struct {
+    const gemm_job* g;
+    const float* B;
+    int ldb, transB;
+    int rc;   /* a task's failure (ENOMEM) */
+} cols_job;
+
+static void gemm_cols(void* ctx, int bn) {
+    cols_job* cj = (cols_job*)ctx;
+    const gemm_job* g = cj->g;
+    const int K = g->K, n_beg = bn * NB, n_end = n_beg + NB < g->N ? n_beg + NB : g->N;
+    int k0, m0, n0;
+    float* pb = (float*)oxk_scratch(OXK_SCRATCH_PACK_B, panel_size(n_end - n_beg, NR, K) * sizeof(float));
+    if (!pb) { cj->rc = OXK_ENOMEM; return; }
+    pack_b(cj->transB, n_end - n_beg, K, cj->B + (cj->transB ? (size_t)n_beg * cj->ldb : (size_t)n_beg),
+           cj->ldb, pb);
+    for (k0 = 0; k0 < (K > 0 ? K : 1); k0 += KC) {
+        int kc = K - k0 < KC ? K - k0 : KC;
+        int first = k0 == 0, last = k0 + KC >= K;
+        for (m0 = 0; m0 < g->M; m0 += MR) {
+            int rows = g->M - m0 < MR ? g->M - m0 : MR;
+            const float* a = g->pa + (size_t)(m0 / MR) * K * MR + (size_t)k0 * MR;
+            tile_fn wide = TILES[1][rows - 1], narrow = TILES[0][rows - 1];
+            for (n0 = n_beg; n0 < n_end; n0 += NR) {
+                const float* b = pb + (size_t)((n0 - n_beg) / NR) * K * NR + (size_t)k0 * NR;
+                (g->N - n0 <= VW ? narrow : wide)(g, kc, a, b, m0, n0, first, last);
+            }
+        }
+    }
+}
+
 static int sgemm(int transA, int transB, int M, int N, int K, float alpha,
                  const float* A, int lda, const float* packA,
                  const float* B, int ldb, const float* packB,
@@ -318,16 +353,23 @@ static int sgemm(int transA, int transB, int M, int N, int K, float alpha,
         pack_a(transA, M, K, A, lda, pa);
         packA = pa;
     }
+    g.M = M; g.N = N; g.K = K; g.alpha = alpha; g.beta = beta;
+    g.pa = packA; g.C = C; g.ldc = ldc;
+    g.bias = bias; g.bias_kind = bias_kind; g.act = act; g.p0 = p0; g.p1 = p1;
+    g.nblocks = ceil_div(N, NB);
+    if (!packB && M > 1 && g.nblocks > 1) {
+        cols_job cj;
+        cj.g = &g; cj.B = B; cj.ldb = ldb; cj.transB = transB; cj.rc = 0;
+        oxk_parallel_for(g.nblocks, gemm_cols, &cj);
+        return cj.rc;
+    }
     if (!packB) {
         float* pb = (float*)oxk_scratch(OXK_SCRATCH_PACK_B, panel_size(N, NR, K) * sizeof(float));
         if (!pb) return OXK_ENOMEM;
         pack_b(transB, N, K, B, ldb, pb);
         packB = pb;
     }
-    g.M = M; g.N = N; g.K = K; g.alpha = alpha; g.beta = beta;
-    g.pa = packA; g.pb = packB; g.C = C; g.ldc = ldc;
-    g.bias = bias; g.bias_kind = bias_kind; g.act = act; g.p0 = p0; g.p1 = p1;
-    g.nblocks = ceil_div(N, NB);
+    g.pb = packB;
     blocks = ceil_div(M, MB) * g.nblocks;
     if (blocks == 1)
         gemm_block(&g, 0);
