@@ -30,6 +30,7 @@
 
 /* The depthwise inner loop with this target's 4-lane vectors (conv_dw_impl.h). */
 #define DW_NAME dw_rows_vec
+#define DW3_NAME dw3_vec
 #define VT vf4
 #define VW 4
 #define V_LOAD(p) vf_load(p)
@@ -38,10 +39,14 @@
 #define V_FMA(a, b, acc) vf_fma(acc, a, b)
 #define V_MAX(a, b) vf_max(a, b)
 #define V_MIN(a, b) vf_min(a, b)
+#define V_LOAD_DEINT(p, e, o) vf_load_deint(p, &(e), &(o))
 void dw_rows_vec(const float* base, const size_t* off, int taps, const float* w, float bias,
                  int act, float p0, float p1, float* out, int n);
+int dw3_vec(const float* x, int H, int W, int stride, int pt, int pl, const float* w, float bias,
+            int act, float p0, float p1, float* out, int OH, int OW);
 #include "conv_dw_impl.h"
 #undef DW_NAME
+#undef DW3_NAME
 #undef VT
 #undef VW
 
@@ -64,6 +69,8 @@ typedef struct {
     int rc;                           /* a task's failure (ENOMEM) */
     const float* z;                   /* the residual added before the activation, or NULL */
     oxk_dw_rows_fn dw_fn;             /* the depthwise inner loop (dw_rows) */
+    oxk_dw3_fn dw3_fn;                /* the 3x3 stride-1 depthwise straight from the plane, or NULL */
+    int dw3;                          /* dw3_fn allowed (not OXK_CONV_DEPTHWISE_PHASES) */
     int dw_chans;                     /* (image, channel)s per depthwise task */
 } conv_job;
 
@@ -491,6 +498,16 @@ static oxk_dw_rows_fn dw_rows(void) {
     return dw_rows_vec;
 }
 
+/* The 3x3 stride-1 depthwise of the same ISA (conv_dw.h). */
+static oxk_dw3_fn dw3(void) {
+#if defined(OXK_X86_GEMM)
+    const char* isa = oxk_sgemm_isa_name();
+    if (!strcmp(isa, oxk_gemm_avx512.name)) return oxk_dw3_avx512;
+    if (!strcmp(isa, oxk_gemm_avx2.name)) return oxk_dw3_avx2;
+#endif
+    return dw3_vec;
+}
+
 /* Depthwise: one task per run of dw_chans (image, channel)s: each channel's phases and flat
  * outputs (OH x Wq, the columns past OW dropped on the copy out) in this thread's scratch, the
  * phases zeroed once per task (every channel writes the same positions). */
@@ -498,17 +515,25 @@ static void depthwise_task(void* ctx, int t) {
     conv_job* j = (conv_job*)ctx;
     int taps = j->kh * j->kw, flat = j->OH * j->Wq, oh, nc, nc_end = (t + 1) * j->dw_chans;
     size_t flat_len = ((size_t)flat + DW_BLOCK - 1) / DW_BLOCK * DW_BLOCK;
-    float* buf = (float*)oxk_scratch(OXK_SCRATCH_PAD, (j->cstride + flat_len) * sizeof(float));
-    if (!buf) { j->rc = OXK_ENOMEM; return; }
+    float* buf = NULL;
     if (nc_end > j->N * j->C) nc_end = j->N * j->C;
     for (nc = t * j->dw_chans; nc < nc_end; nc++) {
         int c = nc % j->C, n = nc / j->C;
+        const float* src = j->x + ((size_t)n * j->C + c) * j->H * j->W;
         float* out = j->y + ((size_t)n * j->Cout + c) * j->OH * j->OW;
-        pad_channel(j, j->x + ((size_t)n * j->C + c) * j->H * j->W, buf, nc == t * j->dw_chans);
-        j->dw_fn(buf, j->toff, taps, j->Wt + (size_t)c * taps, j->bias ? j->bias[c] : 0.f,
-                 j->act, j->p0, j->p1, buf + j->cstride, flat);
-        for (oh = 0; oh < j->OH; oh++)
-            memcpy(out + (size_t)oh * j->OW, buf + j->cstride + (size_t)oh * j->Wq, (size_t)j->OW * sizeof(float));
+        const float bias = j->bias ? j->bias[c] : 0.f;
+        if (!(j->dw3_fn && j->dw3_fn(src, j->H, j->W, j->sh, j->pt, j->pl, j->Wt + (size_t)c * taps, bias,
+                                     j->act, j->p0, j->p1, out, j->OH, j->OW))) {
+            const int zero = !buf;   /* the phases' pad positions stay zero over the task */
+            if (!buf) buf = (float*)oxk_scratch(OXK_SCRATCH_PAD, (j->cstride + flat_len) * sizeof(float));
+            if (!buf) { j->rc = OXK_ENOMEM; return; }
+            pad_channel(j, src, buf, zero);
+            j->dw_fn(buf, j->toff, taps, j->Wt + (size_t)c * taps, bias, j->act, j->p0, j->p1,
+                     buf + j->cstride, flat);
+            for (oh = 0; oh < j->OH; oh++)
+                memcpy(out + (size_t)oh * j->OW, buf + j->cstride + (size_t)oh * j->Wq,
+                       (size_t)j->OW * sizeof(float));
+        }
         if (j->act != OXK_ACT_NONE && j->act != OXK_ACT_RELU && j->act != OXK_ACT_CLIP)
             oxk_act_row(out, j->OH * j->OW, j->act, j->p0, j->p1);
     }
@@ -524,6 +549,8 @@ static int conv_depthwise(conv_job* j) {
     j->cstride = (j->phase * j->sh * j->sw + j->Wq + DW_BLOCK + 15) & ~(size_t)15;
     j->rc = 0;
     j->dw_fn = dw_rows();
+    j->dw3_fn = j->kh == 3 && j->kw == 3 && j->sh == j->sw && j->sh <= 2 && j->dh == 1 && j->dw == 1 &&
+                j->dw3 ? dw3() : NULL;
     flat = j->OH * j->Wq;
     j->dw_chans = flat >= DW_TASK_FLAT ? 1 : DW_TASK_FLAT / flat;
     if (j->dw_chans > (total + 15) / 16) j->dw_chans = (total + 15) / 16;   /* >= 16 tasks */
@@ -617,6 +644,8 @@ static int conv2d_impl(const float* x, int N, int C, int H, int Wd,
 #endif
     if (path == OXK_CONV_AUTO)
         path = depthwise ? OXK_CONV_DEPTHWISE : lanes_packed ? OXK_CONV_LANES : OXK_CONV_IM2COL;
+    j.dw3 = path == OXK_CONV_DEPTHWISE;
+    if (path == OXK_CONV_DEPTHWISE_PHASES) path = OXK_CONV_DEPTHWISE;
     if ((path == OXK_CONV_DEPTHWISE && !depthwise) || (path == OXK_CONV_DIRECT3X3 && !direct) ||
         (path != OXK_CONV_DEPTHWISE && path != OXK_CONV_DIRECT3X3 && path != OXK_CONV_IM2COL &&
          path != OXK_CONV_LANES))

@@ -27,4 +27,16 @@ void oxk_dw_rows_avx2(const float* base, const size_t* off, int taps, const floa
 void oxk_dw_rows_avx512(const float* base, const size_t* off, int taps, const float* w, float bias,
                         int act, float p0, float p1, float* out, int n);
 
+/* oxk_dw3_*: the 3x3, stride 1 or 2 (both ways), dilation 1 depthwise conv of one channel straight
+ * from its unpadded plane x (H x W, pads pt / pl at the top / left, the rest implied by OH x OW)
+ * into out (OH x OW), with no padded copy and no flat junk columns, to the phases path's bits: act
+ * applied as in oxk_dw_rows_*. Returns 0 (nothing written) when the plane is too narrow for one
+ * vector of interior columns (or the pads wider than a vector). */
+typedef int (*oxk_dw3_fn)(const float* x, int H, int W, int stride, int pt, int pl, const float* w,
+                          float bias, int act, float p0, float p1, float* out, int OH, int OW);
+int oxk_dw3_avx2(const float* x, int H, int W, int stride, int pt, int pl, const float* w, float bias,
+                 int act, float p0, float p1, float* out, int OH, int OW);
+int oxk_dw3_avx512(const float* x, int H, int W, int stride, int pt, int pl, const float* w,
+                   float bias, int act, float p0, float p1, float* out, int OH, int OW);
+
 #endif /* OXK_CONV_DW_H */

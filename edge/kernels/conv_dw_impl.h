@@ -1,5 +1,5 @@
-/* conv_dw_impl.h - the depthwise inner loop (conv_dw.h), written once for every vector width.
- * The includer defines DW_NAME (the function), VT, VW (float lanes), V_LOAD, V_STORE, V_SET1,
+/* conv_dw_impl.h - the depthwise inner loops (conv_dw.h), written once for every vector width.
+ * The includer defines DW_NAME and DW3_NAME (the functions), VT, VW (float lanes), V_LOAD, V_STORE, V_SET1,
  * V_FMA(a, b, acc) = a * b + acc, V_MAX, V_MIN. Four vectors of outputs are accumulated at once
  * over the taps; a 3x3 kernel keeps its 9 weights in registers. */
 #include "conv_dw.h"
@@ -59,3 +59,131 @@ void DW_NAME(const float* base, const size_t* off, int taps, const float* w, flo
     }
 }
 #undef DW_STEP
+
+#define DW3_RB 4   /* output rows a block keeps in flight (one vector each) */
+#define DW3_IN(R, S) ((S) * ((R) - 1) + 3)   /* input rows of R output rows at stride S */
+
+/* Output rows [0, R) (R a constant after inlining) of the block at out, columns [ow0, ow1) in
+ * vectors (the last one moved back to end at ow1: it recomputes some outputs, to the same bits),
+ * stride S (1 or 2, a constant). rows[ii] (ii < DW3_IN(R, S)) is input row ii of the block, indexed
+ * so that rows[ii][S * ow + k] is tap k's input of column ow; NULL: outside the plane (its taps are
+ * skipped, as the phases path adds zeros). Each output sums bias, then its taps in row-major order:
+ * the phases path's bits. */
+static inline __attribute__((always_inline)) void dw3_cols(const float* const* rows, const VT* wv,
+                                                           VT vb, int act, VT lo, VT hi, float* out,
+                                                           int OW, const int R, const int S, int ow0,
+                                                           int ow1) {
+    int ow = ow0, last = 0, r, ii;
+    for (;;) {
+        VT a[DW3_RB];
+        if (ow + VW >= ow1) { ow = ow1 - VW; last = 1; }
+#pragma GCC unroll 4
+        for (r = 0; r < R; r++) a[r] = vb;
+#pragma GCC unroll 9
+        for (ii = 0; ii < DW3_IN(R, S); ii++) {   /* input row ii: tap row ii - S r of output row r */
+            if (rows[ii]) {
+                const float* src = rows[ii] + S * ow;
+                VT x0, x1, x2;
+                if (S == 1) {
+                    x0 = V_LOAD(src); x1 = V_LOAD(src + 1); x2 = V_LOAD(src + 2);
+                } else {
+                    VT odd2;
+                    V_LOAD_DEINT(src, x0, x1);
+                    V_LOAD_DEINT(src + 2, x2, odd2);
+                    (void)odd2;
+                }
+#pragma GCC unroll 4
+                for (r = 0; r < R; r++) {
+                    const int i = ii - S * r;
+                    if (i >= 0 && i < 3) {
+                        a[r] = V_FMA(x0, wv[i * 3], a[r]);
+                        a[r] = V_FMA(x1, wv[i * 3 + 1], a[r]);
+                        a[r] = V_FMA(x2, wv[i * 3 + 2], a[r]);
+                    }
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (r = 0; r < R; r++) V_STORE(out + (size_t)r * OW + ow, dw_act(a[r], act, lo, hi));
+        if (last) return;
+        ow += VW;
+    }
+}
+
+/* dw3_cols for each (R, S) the plane loop uses, each compiled once. */
+typedef void (*dw3_cols_fn)(const float* const* rows, const VT* wv, VT vb, int act, VT lo, VT hi,
+                            float* out, int OW, int ow0, int ow1);
+#define DW3_COLS_FN(R, S)                                                                          \
+    static void dw3_cols_##R##_##S(const float* const* rows, const VT* wv, VT vb, int act, VT lo,  \
+                                   VT hi, float* out, int OW, int ow0, int ow1) {                 \
+        dw3_cols(rows, wv, vb, act, lo, hi, out, OW, R, S, ow0, ow1);                             \
+    }
+DW3_COLS_FN(1, 1) DW3_COLS_FN(4, 1) DW3_COLS_FN(1, 2) DW3_COLS_FN(4, 2)
+#undef DW3_COLS_FN
+
+/* Output rows [oh, oh + R) at stride S: the interior columns [c0, c1) straight from the plane,
+ * and one vector at each border from zero-padded copies of the S VW + 2 input columns it reads
+ * (copied first, so the interior's work covers their stores' way to the cache before the border
+ * vectors load them). */
+static inline __attribute__((always_inline)) void dw3_rows(const float* x, int H, int W, int pt,
+                                                           int pl, const VT* wv, VT vb, int act,
+                                                           VT lo, VT hi, float* out, int OW, int oh,
+                                                           const int R, const int S, int c0, int c1) {
+    float strip[2][DW3_IN(DW3_RB, 2)][2 * VW + 2];
+    const float* rows[DW3_IN(DW3_RB, 2)];
+    const float* srows[2][DW3_IN(DW3_RB, 2)];
+    const dw3_cols_fn cols = R == 1 ? (S == 1 ? dw3_cols_1_1 : dw3_cols_1_2)
+                                    : (S == 1 ? dw3_cols_4_1 : dw3_cols_4_2);
+    int ii, e, q;
+    for (ii = 0; ii < DW3_IN(R, S); ii++) {
+        const int r = S * oh - pt + ii;
+        rows[ii] = r >= 0 && r < H ? x + (size_t)r * W - pl : NULL;
+    }
+    for (e = 0; e < 2; e++) {   /* e 0: columns [0, VW); e 1: [OW - VW, OW) */
+        const int first = e ? OW - VW : 0;
+        if (e ? c1 >= OW : c0 <= 0) continue;
+        for (ii = 0; ii < DW3_IN(R, S); ii++) {
+            srows[e][ii] = NULL;
+            if (!rows[ii]) continue;
+            for (q = 0; q < S * VW + 2; q++) {
+                const int col = S * first + q - pl;
+                strip[e][ii][q] = col >= 0 && col < W ? rows[ii][S * first + q] : 0.f;
+            }
+            srows[e][ii] = strip[e][ii] - S * first;
+        }
+    }
+    cols(rows, wv, vb, act, lo, hi, out + (size_t)oh * OW, OW, c0, c1);
+    if (c0 > 0) cols(srows[0], wv, vb, act, lo, hi, out + (size_t)oh * OW, OW, 0, VW);
+    if (c1 < OW) cols(srows[1], wv, vb, act, lo, hi, out + (size_t)oh * OW, OW, OW - VW, OW);
+}
+
+static inline __attribute__((always_inline)) void dw3_plane(const float* x, int H, int W, int pt,
+                                                            int pl, const VT* wv, VT vb, int act,
+                                                            VT lo, VT hi, float* out, int OH, int OW,
+                                                            const int S, int c0, int c1) {
+    int oh;
+    for (oh = 0; oh + DW3_RB <= OH; oh += DW3_RB)
+        dw3_rows(x, H, W, pt, pl, wv, vb, act, lo, hi, out, OW, oh, DW3_RB, S, c0, c1);
+    for (; oh < OH; oh++) dw3_rows(x, H, W, pt, pl, wv, vb, act, lo, hi, out, OW, oh, 1, S, c0, c1);
+}
+
+int DW3_NAME(const float* x, int H, int W, int stride, int pt, int pl, const float* w, float bias,
+             int act, float p0, float p1, float* out, int OH, int OW) {
+    const VT vb = V_SET1(bias);
+    const VT lo = V_SET1(act == OXK_ACT_CLIP ? p0 : 0.f), hi = V_SET1(p1);
+    /* interior columns: every load of the column's vector inside the row (stride 1: ow - pl >= 0,
+     * ow - pl + 2 < W; stride 2: 2 ow - pl >= 0, 2 ow - pl + 3 < W) */
+    const int c0 = (pl + stride - 1) / stride;
+    const int c1 = (W - 2 + pl) / stride < OW ? (W - 2 + pl) / stride : OW;
+    VT wv[9];
+    int t;
+    if (act != OXK_ACT_RELU && act != OXK_ACT_CLIP) act = OXK_ACT_NONE;
+    if ((stride != 1 && stride != 2) || W - 2 + pl < 0 || c1 - c0 < VW || c0 > VW || OW - c1 > VW)
+        return 0;
+    for (t = 0; t < 9; t++) wv[t] = V_SET1(w[t]);
+    if (stride == 1) dw3_plane(x, H, W, pt, pl, wv, vb, act, lo, hi, out, OH, OW, 1, c0, c1);
+    else dw3_plane(x, H, W, pt, pl, wv, vb, act, lo, hi, out, OH, OW, 2, c0, c1);
+    return 1;
+}
+#undef DW3_IN
+#undef DW3_RB

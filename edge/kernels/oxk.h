@@ -28,7 +28,7 @@ enum { OXK_ACT_NONE = 0, OXK_ACT_RELU = 1, OXK_ACT_CLIP = 2, OXK_ACT_SIGMOID = 3
 enum { OXK_BIAS_NONE = 0, OXK_BIAS_ROW = 1, OXK_BIAS_COL = 2 };
 /* Convolution paths (OXK_CONV_AUTO picks one; the others force a path, for tests). */
 enum { OXK_CONV_AUTO = 0, OXK_CONV_IM2COL = 1, OXK_CONV_DIRECT3X3 = 2, OXK_CONV_DEPTHWISE = 3,
-       OXK_CONV_LANES = 4 };
+       OXK_CONV_LANES = 4, OXK_CONV_DEPTHWISE_PHASES = 5 /* depthwise without the 3x3 stride-1 direct rows */ };
 
 typedef struct { int act; float p0, p1; } oxk_epilogue;
 

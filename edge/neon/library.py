@@ -27,7 +27,7 @@ LIB_NAME = "libonnxedge_kernels"
 # Epilogue activations (oxk.h OXK_ACT_*), bias placement and convolution paths.
 ACT = dict(fused_ops.C_CODES)   # name -> OXK_ACT_* code (fused_ops.Activation)
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
-CONV_PATHS = {"auto": 0, "im2col": 1, "direct3x3": 2, "depthwise": 3, "lanes": 4}
+CONV_PATHS = {"auto": 0, "im2col": 1, "direct3x3": 2, "depthwise": 3, "lanes": 4, "depthwise_phases": 5}
 
 _c_int, _c_float, _c_size = ctypes.c_int, ctypes.c_float, ctypes.c_size_t
 _ptr = ctypes.c_void_p
