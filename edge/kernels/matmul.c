@@ -3,7 +3,7 @@
  * B is packed into panels of VEC_NR columns (weights once, at session creation; otherwise per
  * call into per-thread scratch). A is read in place when it is row-major and its row strips meet
  * few B panels (M < MR or N <= 2 NR: matrix-vector products, small batches), and otherwise packed
- * into panels of VEC_MR rows (per call, 4x4 transposes; or once, for conv weights). The register
+ * into panels of VEC_MR rows (4, 6 or 8; per call, 4x4 transposes; or once, for conv weights). The register
  * tile is up to MR x NR accumulators, each named (see ROWS_n), so they live in registers from the
  * K loop through the store; every multiply-add step is vf_fma_lane (NEON: one `fmla v.4s, v.4s,
  * v.s[l]` per 4 multiply-adds, no broadcasts); the in-place path unrolls K by 4 (one vector load
@@ -31,6 +31,10 @@
 #  define KERNEL_ATTR
 #endif
 
+#ifndef VEC_SPLAT_A
+#  define VEC_SPLAT_A 0
+#endif
+
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 static size_t panel_size(int n, int r, int K) { return (size_t)ceil_div(n, r) * r * (size_t)(K > 0 ? K : 1); }
@@ -55,6 +59,10 @@ static int base_pack_a(int transA, int M, int K, const float* A, int lda, float*
                     vf_store(dst + MR + 4 * q, r1);
                     vf_store(dst + 2 * MR + 4 * q, r2);
                     vf_store(dst + 3 * MR + 4 * q, r3);
+                }
+                for (r = 4 * (MR / 4); r < MR; r++) {   /* MR 6: rows 4 and 5 */
+                    const float* src = A + (size_t)(m0 + r) * lda + k;
+                    dst[r] = src[0]; dst[MR + r] = src[1]; dst[2 * MR + r] = src[2]; dst[3 * MR + r] = src[3];
                 }
                 dst += 4 * MR;
             }
@@ -142,8 +150,11 @@ static void store_tile_general(const gemm_job* g, const float* tile, int mv, int
 #define ROWS_2(X, q) X(0, q) X(1, q)
 #define ROWS_4(X, q) X(0, q) X(1, q) X(2, q) X(3, q)
 #define ROWS_8(X, q) X(0, q) X(1, q) X(2, q) X(3, q) X(4, q) X(5, q) X(6, q) X(7, q)
+#define ROWS_6(X, q) X(0, q) X(1, q) X(2, q) X(3, q) X(4, q) X(5, q)
 #if MR == 8
 #  define ROWS_MR ROWS_8
+#elif MR == 6
+#  define ROWS_MR ROWS_6
 #else
 #  define ROWS_MR ROWS_4
 #endif
@@ -155,7 +166,10 @@ static void store_tile_general(const gemm_job* g, const float* tile, int mv, int
 #define ROW_FMA_LANE(r, q) c##r##0 = vf_fma_lane(c##r##0, b0, av##r, q); c##r##1 = vf_fma_lane(c##r##1, b1, av##r, q);
 #define ROW_FMA_1(r, _) { vf4 s = vf_dup(a##r[k]); c##r##0 = vf_fma(c##r##0, s, b0); c##r##1 = vf_fma(c##r##1, s, b1); }
 #define B_NEXT() b0 = vf_load(b); b1 = vf_load(b + 4); b += NR;
-/* packed A: MR values per K step; row r is lane r % 4 of vector r / 4 */
+/* packed A: MR values per K step; row r is lane r % 4 of vector r / 4 (PK_FMA), or broadcast
+ * from memory (PK_SPLAT_FMA, backends without a multiply by lane: the same bits) */
+#define PK_SPLAT_FMA(r, _) { vf4 s = vf_load_splat(a + r); c##r##0 = vf_fma(c##r##0, s, b0); \
+                             c##r##1 = vf_fma(c##r##1, s, b1); }
 #define PK_FMA(r, _) c##r##0 = vf_fma_lane(c##r##0, b0, r < 4 ? a0 : a1, r % 4); \
                      c##r##1 = vf_fma_lane(c##r##1, b1, r < 4 ? a0 : a1, r % 4);
 
@@ -251,14 +265,17 @@ static KERNEL_ATTR void strip_packed(const gemm_job* g, int kc, int k0, int m0, 
     for (n0 = n_beg; n0 < n_end; n0 += NR) {
         const float* b = g->pb + (size_t)(n0 / NR) * g->K * NR + (size_t)k0 * NR;
         const float* a = a_strip;
-        vf4 a0, a1;
         ROWS_MR(ACC_DECL, 0)
 #pragma GCC unroll 4
         for (k = 0; k < kc; k++) {
-            a0 = vf_load(a);
-            a1 = MR > 4 ? vf_load(a + 4) : a0;
+#if VEC_SPLAT_A
+            B_NEXT()
+            ROWS_MR(PK_SPLAT_FMA, 0)
+#else
+            vf4 a0 = vf_load(a), a1 = MR > 4 ? vf_load(a + 4) : a0;
             B_NEXT()
             ROWS_MR(PK_FMA, 0)
+#endif
             a += MR;
         }
         STORE_TILE(ROWS_MR, MR)

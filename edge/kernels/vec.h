@@ -76,10 +76,15 @@ static inline int32_t vi_hsum(vi4 a) { return vaddvq_s32(a); }
 #elif defined(OXK_WASM)
 #include <wasm_simd128.h>
 #  define VEC_BACKEND "wasm-simd128"
-#  define VEC_MR 8   /* 8x8 tile: V8 keeps most of the 16 accumulators in xmm registers; measured faster than 4x8 */
+/* 6x8 tile with A broadcast by load (VEC_SPLAT_A): 12 accumulators, the two B vectors and the
+ * broadcast fit the 16 xmm registers V8 allocates from on x86-64, and a load-splat (vbroadcastss)
+ * takes a load port where a lane shuffle would take the shuffle port every multiply waits on */
+#  define VEC_MR 6
+#  define VEC_SPLAT_A 1
 typedef v128_t vf4;
 typedef v128_t vi4;
 static inline vf4 vf_load(const float* p) { return wasm_v128_load(p); }
+static inline vf4 vf_load_splat(const float* p) { return wasm_v128_load32_splat(p); }
 static inline void vf_store(float* p, vf4 v) { wasm_v128_store(p, v); }
 static inline vf4 vf_dup(float x) { return wasm_f32x4_splat(x); }
 static inline vf4 vf_add(vf4 a, vf4 b) { return wasm_f32x4_add(a, b); }
