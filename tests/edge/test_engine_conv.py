@@ -59,15 +59,15 @@ CONV_CASES = [
     (1, 3, 20, 64, 16, 1, 7, 7, (2, 2), (1, 1), (3, 3, 3, 3)),    # a 7x7 s2 stem, 32 wide
     (1, 4, 1, 100, 30, 1, 1, 3, (1, 1), (1, 1), (0, 1, 0, 1)),    # 1-D, 3 taps
     (1, 2, 3, 27, 40, 1, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),     # unpadded (read past the end)
-    # 3x3 stride-1 depthwise rows straight from the unpadded plane (interior vectors, the last one
-    # moved back, border columns and the first/last rows apart; narrower planes: the phases)
-    (1, 4, 9, 40, 4, 4, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),      # 38 interior columns
-    (2, 3, 6, 21, 3, 3, 3, 3, (1, 1), (1, 1), (0, 2, 1, 0)),      # uneven pads, batch 2
+    # 3x3 depthwise rows straight from the unpadded plane, output rows of 48 and more (interior
+    # vectors, the last one moved back, border vectors from padded copies; narrower: the phases)
+    (1, 4, 9, 60, 4, 4, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),      # 58 interior columns
+    (2, 3, 6, 50, 3, 3, 3, 3, (1, 1), (1, 1), (0, 2, 1, 0)),      # uneven pads, batch 2
     (1, 2, 3, 70, 2, 2, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),      # unpadded: one output row
-    (1, 3, 17, 26, 3, 3, 3, 3, (1, 1), (1, 1), (2, 2, 2, 2)),     # pads 2: rows with one tap row
-    (1, 2, 2, 33, 2, 2, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),      # 2 rows: no full row
-    (1, 3, 29, 70, 3, 3, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),     # stride 2: deinterleaved rows
-    (2, 2, 15, 37, 2, 2, 3, 3, (2, 2), (1, 1), (0, 1, 2, 0)),     # stride 2, uneven pads
+    (1, 3, 17, 50, 3, 3, 3, 3, (1, 1), (1, 1), (2, 2, 2, 2)),     # pads 2: rows with one tap row
+    (1, 2, 2, 50, 2, 2, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),      # 2 rows: no full row
+    (1, 3, 29, 100, 3, 3, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),    # stride 2: deinterleaved rows
+    (2, 2, 15, 99, 2, 2, 3, 3, (2, 2), (1, 1), (0, 1, 2, 0)),     # stride 2, uneven pads
     # output channels along the lanes (x86 AVX-512 with packed weights of whole panels of NR
     # channels: the B panels; forced on AVX2 too; positions broadcast per row segment, stored
     # transposed)
