@@ -173,9 +173,10 @@ static void store_tile_general(const gemm_job* g, const float* tile, int mv, int
 #define PK_FMA(r, _) c##r##0 = vf_fma_lane(c##r##0, b0, r < 4 ? a0 : a1, r % 4); \
                      c##r##1 = vf_fma_lane(c##r##1, b1, r < 4 ? a0 : a1, r % 4);
 
-/* The tile store, from registers: C (+)= acc, then bias and Relu/Clip on the last K block; rows
- * past mv are dropped. Tiles it cannot take (narrow, alpha != 1, beta on the first block) spill to
- * a buffer for store_tile_general. */
+/* The tile store, from registers: C (+)= alpha acc, then bias and Relu/Clip on the last K block
+ * (oxk_store_tile's order: the same bits); rows past mv are dropped. Tiles it cannot take (narrow,
+ * beta on the first block) spill to a buffer for store_tile_general. */
+#define ST_ALPHA(r, _) c##r##0 = vf_mul(c##r##0, va); c##r##1 = vf_mul(c##r##1, va);
 #define ST_ADD_C(r, _) if (r < mv) { c##r##0 = vf_add(c##r##0, vf_load(cp + r * ldc)); \
                                      c##r##1 = vf_add(c##r##1, vf_load(cp + r * ldc + 4)); }
 #define ST_BIAS_COL(r, _) c##r##0 = vf_add(c##r##0, bc0); c##r##1 = vf_add(c##r##1, bc1);
@@ -190,6 +191,7 @@ static void store_tile_general(const gemm_job* g, const float* tile, int mv, int
         int mv = g->M - m0 < R ? g->M - m0 : R;                                                   \
         if (fast && n0 + NR <= g->N) {                                                            \
             float* cp = g->C + (size_t)m0 * ldc + n0;                                             \
+            if (g->alpha != 1.f) { const vf4 va = vf_dup(g->alpha); ROWS(ST_ALPHA, 0) }           \
             if (!first) { ROWS(ST_ADD_C, 0) }                                                     \
             if (bias == OXK_BIAS_COL) {                                                           \
                 vf4 bc0 = vf_load(g->bias + n0), bc1 = vf_load(g->bias + n0 + 4);                 \
@@ -217,7 +219,7 @@ static void store_tile_general(const gemm_job* g, const float* tile, int mv, int
 #define STRIP_SETUP()                                                                             \
     const size_t ldc = (size_t)g->ldc;                                                            \
     const int bias = last ? g->bias_kind : OXK_BIAS_NONE, act = last ? g->act : OXK_ACT_NONE;    \
-    const int fast = g->alpha == 1.f && (!first || g->beta == 0.f);                               \
+    const int fast = !first || g->beta == 0.f;                                                    \
     const vf4 lo = vf_dup(act == OXK_ACT_CLIP ? g->p0 : 0.f), hi = vf_dup(g->p1);                 \
     vf4 b0, b1;                                                                                   \
     int k, n0;

@@ -46,6 +46,10 @@ def test_sgemm_shapes_and_transposes(lib, M, N, K, ta, tb):
     pa, pb = lib.pack_a(A, bool(ta)), lib.pack_b(B, bool(tb))
     got2 = lib.sgemm(A, B, bool(ta), bool(tb), alpha=0.75, beta=-1.5, c=c, packed_a=pa, packed_b=pb)
     np.testing.assert_allclose(got2, got, rtol=1e-6, atol=1e-6)
+    # alpha alone (attention's scale): the tile store scales in registers, over every K block
+    got3 = lib.sgemm(A, B, bool(ta), bool(tb), alpha=0.75, packed_a=pa, packed_b=pb)
+    assert_close_to_reference(got3, 0.75 * (a.astype(np.float64) @ b),
+                              0.75 * (np.abs(a).astype(np.float64) @ np.abs(b)), K, "sgemm alpha")
 
 
 @pytest.mark.parametrize("act,params", [("", ()), ("Relu", ()), ("Clip", (-0.5, 0.7)),
