@@ -28,7 +28,8 @@ enum { OXK_ACT_NONE = 0, OXK_ACT_RELU = 1, OXK_ACT_CLIP = 2, OXK_ACT_SIGMOID = 3
 enum { OXK_BIAS_NONE = 0, OXK_BIAS_ROW = 1, OXK_BIAS_COL = 2 };
 /* Convolution paths (OXK_CONV_AUTO picks one; the others force a path, for tests). */
 enum { OXK_CONV_AUTO = 0, OXK_CONV_IM2COL = 1, OXK_CONV_DIRECT3X3 = 2, OXK_CONV_DEPTHWISE = 3,
-       OXK_CONV_LANES = 4, OXK_CONV_DEPTHWISE_PHASES = 5 /* depthwise without the 3x3 stride-1 direct rows */ };
+       OXK_CONV_LANES = 4, OXK_CONV_DEPTHWISE_PHASES = 5 /* depthwise without the 3x3 stride-1 direct rows */,
+       OXK_CONV_LANES_PACKED = 6 /* the lanes path on packW from oxk_conv_pack_lanes */ };
 
 typedef struct { int act; float p0, p1; } oxk_epilogue;
 
@@ -69,6 +70,12 @@ OXK_API int oxk_sgemm_run(const oxk_sgemm_plan* p, int M, const float* A, const 
  * output for W. pads: top, left, bottom, right. y is (N, Cout, OH, OW). */
 OXK_API size_t oxk_conv_pack_size(int Cout, int Cin_g, int kh, int kw, int group);
 OXK_API int oxk_conv_pack(const float* W, int Cout, int Cin_g, int kh, int kw, int group, float* packed);
+/* Pointwise convs (1x1, stride 1, no pads, group 1) on few positions run faster with output
+ * channels along the lanes (x86-64 AVX-512): oxk_conv_lanes_1x1 gives the size of the weights
+ * packed for that (oxk_conv_pack_lanes, then path OXK_CONV_LANES_PACKED), or 0 where this library
+ * and CPU keep the GEMM. */
+OXK_API size_t oxk_conv_lanes_1x1(int Cout, int Cin, int positions);
+OXK_API int oxk_conv_pack_lanes(const float* W, int Cout, int Cin, float* packed);
 OXK_API int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
                        const float* W, const float* packW, int Cout, int kh, int kw, int group,
                        int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,

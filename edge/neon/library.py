@@ -27,7 +27,8 @@ LIB_NAME = "libonnxedge_kernels"
 # Epilogue activations (oxk.h OXK_ACT_*), bias placement and convolution paths.
 ACT = dict(fused_ops.C_CODES)   # name -> OXK_ACT_* code (fused_ops.Activation)
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
-CONV_PATHS = {"auto": 0, "im2col": 1, "direct3x3": 2, "depthwise": 3, "lanes": 4, "depthwise_phases": 5}
+CONV_PATHS = {"auto": 0, "im2col": 1, "direct3x3": 2, "depthwise": 3, "lanes": 4, "depthwise_phases": 5,
+              "lanes_packed": 6}
 
 _c_int, _c_float, _c_size = ctypes.c_int, ctypes.c_float, ctypes.c_size_t
 _ptr = ctypes.c_void_p
@@ -45,6 +46,8 @@ _SIGS = {
                            _c_float, _c_float]),
     "oxk_conv_pack_size": (_c_size, [_c_int] * 5),
     "oxk_conv_pack": (_c_int, [_ptr] + [_c_int] * 5 + [_ptr]),
+    "oxk_conv_lanes_1x1": (_c_size, [_c_int] * 3),
+    "oxk_conv_pack_lanes": (_c_int, [_ptr, _c_int, _c_int, _ptr]),
     "oxk_conv2d": (_c_int, [_ptr] + [_c_int] * 4 + [_ptr, _ptr] + [_c_int] * 12
                    + [_ptr, _c_int, _c_float, _c_float, _ptr, _c_int, _c_int, _c_int]),
     "oxk_pool2d": (_c_int, [_ptr] + [_c_int] * 15 + [_ptr, _c_int, _c_int]),
@@ -348,6 +351,19 @@ class KernelLibrary:
         co, ci, kh, kw = w.shape
         out = np.empty(self._lib.oxk_conv_pack_size(co, ci, kh, kw, group), np.float32)
         self._check(self._lib.oxk_conv_pack(_p(w), co, ci, kh, kw, group, _p(out)), "conv_pack")
+        return out
+
+    def conv_lanes_fits(self, w: np.ndarray, positions: int) -> bool:
+        """Whether a pointwise conv with weights w (Cout, Cin, 1, 1) over `positions` output
+        positions runs faster on path 'lanes_packed' (oxk_conv_lanes_1x1) with this library here."""
+        return bool(self._lib.oxk_conv_lanes_1x1(int(w.shape[0]), int(np.prod(w.shape[1:])), int(positions)))
+
+    def conv_pack_lanes(self, w: np.ndarray) -> np.ndarray:
+        """A pointwise conv's weights (Cout, Cin, 1, 1) packed for path 'lanes_packed'."""
+        w = _f32("W", w)
+        co, ci = w.shape[0], int(np.prod(w.shape[1:]))
+        out = np.empty(self._lib.oxk_pack_b_size(co, ci), np.float32)
+        self._check(self._lib.oxk_conv_pack_lanes(_p(w), co, ci, _p(out)), "conv_pack_lanes")
         return out
 
     def conv2d(self, x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], group: int,

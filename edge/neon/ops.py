@@ -149,6 +149,7 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         return z_on_cpu if zn else slow
     ks = a.get("kernel_shape")
     w2 = _as_2d(w0)
+    lanes: Dict[str, np.ndarray] = {}   # the pointwise lanes packing, made on first need
 
     def plan_for(shape: Tuple[int, ...], fused: bool = True) -> Optional[Tuple[Any, ...]]:
         """(plan address, C function, output shape, batch count, plan) for inputs of `shape`; None:
@@ -158,8 +159,14 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
             return None
         strides, dil, pads, hw, out = _conv_args(node, shape, w0.shape[2:], auto_pad)
         shape2 = tuple(shape[:2]) + (1,) + tuple(shape[2:]) if len(shape) == 3 else shape
+        pw, path = packed, "auto"
+        if group == 1 and w2.shape[2:] == (1, 1) and tuple(strides) == (1, 1) and not any(pads) \
+                and lib.conv_lanes_fits(w2, hw[0] * hw[1]):   # few positions: channels along lanes
+            if "w" not in lanes:
+                lanes["w"] = lib.conv_pack_lanes(w2)
+            pw, path = lanes["w"], "lanes_packed"
         plan = lib.conv_plan(shape2, w2, b0, group, strides, dil, pads, hw,
-                             act if fused else "", params if fused else (), packed_w=packed)
+                             act if fused else "", params if fused else (), packed_w=pw, path=path)
         return plan.addr, plan.fn, (shape[0], w0.shape[0]) + out, shape[0], plan
 
     if zn:

@@ -205,6 +205,41 @@ def test_conv_transpose_against_float64():
     check_convt(L.load("generic"))
 
 
+POINTWISE = [(64, 96, 7, 7), (96, 64, 8, 8), (32, 160, 5, 9), (64, 64, 1, 40)]   # Cout, Cin, H, W
+
+
+def test_pointwise_lanes_packed_against_float64():
+    """Pointwise convs on few positions: output channels along the lanes on their own packing
+    (oxk_conv_pack_lanes, path lanes_packed; AVX-512 only), activations and a residual Z."""
+    lib = L.load()
+    for i, (co, ci, h, w_) in enumerate(POINTWISE):
+        rng = np.random.default_rng(70 + i)
+        x = rng.standard_normal((2, ci, h, w_)).astype(np.float32)
+        w = rng.standard_normal((co, ci, 1, 1)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        fits = lib.conv_lanes_fits(w, h * w_)
+        assert fits == (lib.backend == "avx512f"), (lib.backend, co, ci, h, w_)
+        assert not lib.conv_lanes_fits(w, 65)
+        if not fits:
+            continue
+        pw = lib.conv_pack_lanes(w)
+        want, bound, k = conv_reference(np_conv, x, w, b, group=1, pads=[0, 0, 0, 0])
+        z = rng.standard_normal(want.shape).astype(np.float32)
+        for act, p in ACTS:
+            what = "pointwise %s act %r" % ((co, ci, h, w_), act)
+            got = lib.conv2d(x, w, b, 1, (1, 1), (1, 1), (0, 0, 0, 0), (h, w_), act, p, packed_w=pw,
+                             path="lanes_packed")
+            assert_close_to_reference(got, activation_reference(want, act, p),
+                                      activation_bound(bound, act), k, what, rel=1e-6)
+            got = conv_z(lib, x, w, b, 1, (1, 1), (1, 1), (0, 0, 0, 0), (h, w_), act, p, z, pw, "lanes_packed")
+            assert_close_to_reference(got, activation_reference(want + z, act, p),
+                                      activation_bound(bound + np.abs(z), act), k + 1, what + " + Z", rel=1e-6)
+    with pytest.raises(onnxedge.errors.InvalidArgument):   # a 3x3 kernel has no such packing
+        x = np.zeros((1, 4, 5, 5), np.float32)
+        lib.conv2d(x, np.zeros((4, 4, 3, 3), np.float32), None, 1, (1, 1), (1, 1), (1, 1, 1, 1), (5, 5),
+                   packed_w=np.zeros(64, np.float32), path="lanes_packed")
+
+
 def test_conv_forced_paths_and_threads_bitwise():
     """Forced depthwise / direct3x3 agree with im2col within tolerance; 1 and 2 threads give the
     same bits (K is never split, col2im adds taps in order)."""
@@ -285,6 +320,9 @@ SESSION_CASES = [
     ("Conv", (2, 4, 50), (6, 2, 5), (6,), "Relu", dict(group=2, strides=[2], dilations=[2], pads=[1, 3])),
     ("Conv", (1, 8, 37), (8, 1, 3), (8,), "Clip", dict(group=8, pads=[1, 1])),
     ("Conv", (1, 12, 15, 15), (12, 1, 3, 3), (12,), "Clip", dict(group=12, strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("Conv", (1, 96, 7, 7), (64, 96, 1, 1), (64,), "Clip", {}),       # pointwise, few positions:
+    ("Conv", (2, 64, 40), (32, 64, 1), (32,), "Relu", {}),             # channels along the lanes on
+    ("Conv", (1, 64, 9, 9), (32, 64, 1, 1), (32,), None, {}),          # AVX-512 (81 positions: GEMM)
     ("ConvTranspose", (1, 4, 9, 7), (4, 3, 2, 2), (6,), "Relu", dict(group=2, strides=[2, 2])),
     ("ConvTranspose", (2, 4, 9, 7), (4, 3, 3, 3), (3,), None,
      dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
