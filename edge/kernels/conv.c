@@ -69,7 +69,7 @@ typedef struct {
     int rc;                           /* a task's failure (ENOMEM) */
     const float* z;                   /* the residual added before the activation, or NULL */
     oxk_dw_rows_fn dw_fn;             /* the depthwise inner loop (dw_rows) */
-    oxk_dw3_fn dw3_fn;                /* the 3x3 stride-1 depthwise straight from the plane, or NULL */
+    oxk_dw3_fn dw3_fn;                /* the 3x3 depthwise straight from the plane, or NULL */
     int dw3;                          /* dw3_fn allowed (not OXK_CONV_DEPTHWISE_PHASES) */
     int dw_chans;                     /* (image, channel)s per depthwise task */
 } conv_job;
@@ -513,23 +513,16 @@ static int conv_im2col(conv_job* j) {
 
 /* ------------------------------------------------------------------ depthwise */
 
-static oxk_dw_rows_fn dw_rows(void) {
+/* The depthwise loops of the ISA the library chose (conv_dw.h): the phases' flat rows and the 3x3
+ * direct rows. */
+static void dw_loops(oxk_dw_rows_fn* rows, oxk_dw3_fn* dw3) {
 #if defined(OXK_X86_GEMM)
     const char* isa = oxk_sgemm_isa_name();
-    if (!strcmp(isa, oxk_gemm_avx512.name)) return oxk_dw_rows_avx512;
-    if (!strcmp(isa, oxk_gemm_avx2.name)) return oxk_dw_rows_avx2;
+    if (!strcmp(isa, oxk_gemm_avx512.name)) { *rows = oxk_dw_rows_avx512; *dw3 = oxk_dw3_avx512; return; }
+    if (!strcmp(isa, oxk_gemm_avx2.name)) { *rows = oxk_dw_rows_avx2; *dw3 = oxk_dw3_avx2; return; }
 #endif
-    return dw_rows_vec;
-}
-
-/* The 3x3 stride-1 depthwise of the same ISA (conv_dw.h). */
-static oxk_dw3_fn dw3(void) {
-#if defined(OXK_X86_GEMM)
-    const char* isa = oxk_sgemm_isa_name();
-    if (!strcmp(isa, oxk_gemm_avx512.name)) return oxk_dw3_avx512;
-    if (!strcmp(isa, oxk_gemm_avx2.name)) return oxk_dw3_avx2;
-#endif
-    return dw3_vec;
+    *rows = dw_rows_vec;
+    *dw3 = dw3_vec;
 }
 
 /* Depthwise: one task per run of dw_chans (image, channel)s: each channel's phases and flat
@@ -577,9 +570,10 @@ static int conv_depthwise(conv_job* j) {
     phase_layout(j, 0);
     j->cstride = (j->phase * j->sh * j->sw + j->Wq + DW_BLOCK + 15) & ~(size_t)15;
     j->rc = 0;
-    j->dw_fn = dw_rows();
-    j->dw3_fn = j->kh == 3 && j->kw == 3 && j->sh == j->sw && j->sh <= 2 && j->dh == 1 && j->dw == 1 &&
-                j->OW >= DW3_MIN_OW && j->dw3 ? dw3() : NULL;
+    dw_loops(&j->dw_fn, &j->dw3_fn);
+    if (!(j->kh == 3 && j->kw == 3 && j->sh == j->sw && j->sh <= 2 && j->dh == 1 && j->dw == 1 &&
+          j->OW >= DW3_MIN_OW && j->dw3))
+        j->dw3_fn = NULL;
     flat = j->OH * j->Wq;
     j->dw_chans = flat >= DW_TASK_FLAT ? 1 : DW_TASK_FLAT / flat;
     if (j->dw_chans > (total + 15) / 16) j->dw_chans = (total + 15) / 16;   /* >= 16 tasks */
