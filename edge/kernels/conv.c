@@ -89,17 +89,19 @@ static const oxk_gemm_isa* direct_isa(void) {
     return NULL;
 }
 
-/* Weights the lanes path takes (and oxk_conv_pack packs as its B panels): a real kernel, whole
- * panels of NR output channels per group and a long enough K for the transposed store; AVX-512
- * only (AVX2's tiles of 6 positions x 16 channels measured no faster than its flat-row and im2col
- * paths; forced, the path runs there too). */
-static const oxk_gemm_isa* lanes_isa(int Cout, int Cin_g, int kh, int kw, int group) {
+/* The core when the lanes path fits Cg output channels per group over K steps: whole panels of NR
+ * channels and a long enough K for the transposed store; AVX-512 only (AVX2's tiles of 6 positions
+ * x 16 channels measured no faster than its flat-row and im2col paths; forced, the path runs there
+ * too). */
+static const oxk_gemm_isa* lanes_fit(int Cg, size_t K) {
     const oxk_gemm_isa* isa = direct_isa();
-    int Cg = group > 0 ? Cout / group : 0;
-    if (!isa || isa->rt < LANES_MIN_RT || kh * kw <= 1 || Cg % isa->nr ||
-        (size_t)Cin_g * kh * kw < LANES_MIN_K)
-        return NULL;
-    return isa;
+    return isa && isa->rt >= LANES_MIN_RT && Cg > 0 && Cg % isa->nr == 0 && K >= LANES_MIN_K ? isa : NULL;
+}
+
+/* Weights the lanes path takes on its own (and oxk_conv_pack packs as its B panels): a real
+ * kernel that fits (pointwise convs go there through oxk_conv_lanes_1x1 only). */
+static const oxk_gemm_isa* lanes_isa(int Cout, int Cin_g, int kh, int kw, int group) {
+    return kh * kw > 1 && group > 0 ? lanes_fit(Cout / group, (size_t)Cin_g * kh * kw) : NULL;
 }
 #endif
 
@@ -109,9 +111,7 @@ static const oxk_gemm_isa* lanes_isa(int Cout, int Cin_g, int kh, int kw, int gr
 
 size_t oxk_conv_lanes_1x1(int Cout, int Cin, int positions) {
 #if defined(OXK_X86_GEMM)
-    const oxk_gemm_isa* isa = direct_isa();
-    if (isa && isa->rt >= LANES_MIN_RT && Cout > 0 && Cout % isa->nr == 0 && Cin >= LANES_MIN_K &&
-        positions > 0 && positions <= LANES_1X1_MAX_P)
+    if (positions > 0 && positions <= LANES_1X1_MAX_P && Cin > 0 && lanes_fit(Cout, (size_t)Cin))
         return oxk_pack_b_size(Cout, Cin);
 #endif
     return 0;

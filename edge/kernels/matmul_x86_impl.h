@@ -273,16 +273,11 @@ static const tile_fn TILES[2][MR] = {
 #endif
     }};
 
-static void gemm_block(void* ctx, int idx) {
-    const gemm_job* g = (const gemm_job*)ctx;
-    int bm = idx / g->nblocks, bn = idx % g->nblocks;
-    int m_beg = bm * MB, m_end = m_beg + MB < g->M ? m_beg + MB : g->M;
-    int n_beg = bn * NB, n_end = n_beg + NB < g->N ? n_beg + NB : g->N;
+/* The tiles of C's rows [m_beg, m_end) x columns [n_beg, n_end), K block by K block; pb holds the
+ * B panels of the columns from pb_n0 on. */
+static void block_tiles(const gemm_job* g, const float* pb, int pb_n0, int m_beg, int m_end, int n_beg,
+                        int n_end) {
     int K = g->K, k0, m0, n0;
-    if (g->arow) {
-        row_block(g, n_beg, n_end);
-        return;
-    }
     for (k0 = 0; k0 < (K > 0 ? K : 1); k0 += KC) {
         int kc = K - k0 < KC ? K - k0 : KC;
         int first = k0 == 0, last = k0 + KC >= K;
@@ -291,11 +286,22 @@ static void gemm_block(void* ctx, int idx) {
             const float* a = g->pa + (size_t)(m0 / MR) * K * MR + (size_t)k0 * MR;
             tile_fn wide = TILES[1][rows - 1], narrow = TILES[0][rows - 1];
             for (n0 = n_beg; n0 < n_end; n0 += NR) {
-                const float* b = g->pb + (size_t)(n0 / NR) * K * NR + (size_t)k0 * NR;
+                const float* b = pb + (size_t)((n0 - pb_n0) / NR) * K * NR + (size_t)k0 * NR;
                 (g->N - n0 <= VW ? narrow : wide)(g, kc, a, b, m0, n0, first, last);
             }
         }
     }
+}
+
+static void gemm_block(void* ctx, int idx) {
+    const gemm_job* g = (const gemm_job*)ctx;
+    int bm = idx / g->nblocks, bn = idx % g->nblocks;
+    int m_beg = bm * MB, m_end = m_beg + MB < g->M ? m_beg + MB : g->M;
+    int n_beg = bn * NB, n_end = n_beg + NB < g->N ? n_beg + NB : g->N;
+    if (g->arow)
+        row_block(g, n_beg, n_end);
+    else
+        block_tiles(g, g->pb, 0, m_beg, m_end, n_beg, n_end);
 }
 
 static size_t panel_size(int n, int r, int K) { return (size_t)ceil_div(n, r) * r * (size_t)(K > 0 ? K : 1); }
@@ -315,24 +321,11 @@ static void gemm_cols(void* ctx, int bn) {
     cols_job* cj = (cols_job*)ctx;
     const gemm_job* g = cj->g;
     const int K = g->K, n_beg = bn * NB, n_end = n_beg + NB < g->N ? n_beg + NB : g->N;
-    int k0, m0, n0;
     float* pb = (float*)oxk_scratch(OXK_SCRATCH_PACK_B, panel_size(n_end - n_beg, NR, K) * sizeof(float));
     if (!pb) { cj->rc = OXK_ENOMEM; return; }
     pack_b(cj->transB, n_end - n_beg, K, cj->B + (cj->transB ? (size_t)n_beg * cj->ldb : (size_t)n_beg),
            cj->ldb, pb);
-    for (k0 = 0; k0 < (K > 0 ? K : 1); k0 += KC) {
-        int kc = K - k0 < KC ? K - k0 : KC;
-        int first = k0 == 0, last = k0 + KC >= K;
-        for (m0 = 0; m0 < g->M; m0 += MR) {
-            int rows = g->M - m0 < MR ? g->M - m0 : MR;
-            const float* a = g->pa + (size_t)(m0 / MR) * K * MR + (size_t)k0 * MR;
-            tile_fn wide = TILES[1][rows - 1], narrow = TILES[0][rows - 1];
-            for (n0 = n_beg; n0 < n_end; n0 += NR) {
-                const float* b = pb + (size_t)((n0 - n_beg) / NR) * K * NR + (size_t)k0 * NR;
-                (g->N - n0 <= VW ? narrow : wide)(g, kc, a, b, m0, n0, first, last);
-            }
-        }
-    }
+    block_tiles(g, pb, n_beg, 0, g->M, n_beg, n_end);
 }
 
 static int sgemm(int transA, int transB, int M, int N, int K, float alpha,
