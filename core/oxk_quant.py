@@ -28,9 +28,11 @@ from onnxedge.providers.support import Facts
 MS = "com.microsoft"
 F32 = np.dtype(np.float32)
 I8, U8, I32 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)
+I64, BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 Q8 = (I8, U8)
 QT = {I32: 0, I8: 1, U8: 2}                    # oxk.h OXK_QT_*
-ONNX_TYPES = {1: F32, 2: U8, 3: I8, 6: I32}   # ONNX element type -> dtype, for the types here
+CAST_FROM = {I32: 0, I8: 1, U8: 2, I64: 3, BOOL: 2}   # what oxk_dequantize reads as Cast (bool as uint8)
+ONNX_TYPES = {1: F32, 2: U8, 3: I8, 6: I32, 7: I64, 9: BOOL}   # ONNX element type -> dtype
 MAX_PLANS = 32
 
 
@@ -136,10 +138,18 @@ def check_qdq(node: ir.Node, facts: Facts) -> Optional[str]:
 
 
 def check_cast(node: ir.Node, facts: Facts) -> Optional[str]:
-    """Cast of int8/uint8/int32 to float32."""
+    """Cast of int8/uint8/int32/int64/bool to float32. An int64 scalar or vector stays on the CPU:
+    that is shape arithmetic (Shape -> Gather -> Cast), and an engine node inside it would only
+    split the CPU's work in two."""
     if int(node.attributes.get("to", 0)) != 1:
         return "Cast to ONNX type %s; the engine casts integers to float32" % node.attributes.get("to")
-    return _declared(facts, node.inputs[0], (I8, U8, I32), "input")
+    bad = _declared(facts, node.inputs[0], tuple(CAST_FROM), "input")
+    if bad is None and facts.elem_type(node.inputs[0]) == 7:
+        rank = facts.rank(node.inputs[0])
+        if rank is None or rank < 2:
+            return "int64 input %r of rank %s: shape arithmetic, which stays on the CPU; the " \
+                "engine casts int64 tensors of rank 2 and more" % (node.inputs[0], rank)
+    return bad
 
 
 def check_dql(node: ir.Node, facts: Facts) -> Optional[str]:
@@ -343,9 +353,9 @@ def _emit_qdq(bd: Builder, node: ir.Node, run: Any) -> None:
 def _emit_cast(bd: Builder, node: ir.Node, run: Any) -> None:
     xn = node.inputs[0]
     dt = bd.rec[xn][0] if xn in bd.rec else None
-    if dt not in (I8, U8, I32) or int(node.attributes.get("to", 0)) != 1:
+    if dt not in CAST_FROM or int(node.attributes.get("to", 0)) != 1:
         raise Unsupported("Cast of %s to ONNX type %s" % (dt, node.attributes.get("to")))
-    args = bd.struct("oxk_quant_args", QT[dt], 0, 1.0)
+    args = bd.struct("oxk_quant_args", CAST_FROM[dt], 0, 1.0)
     bd.emit(OP_DEQUANTIZE, _count(bd, xn), args, bd.read(xn, (dt,)), None, bd.write(node.outputs[0]))
 
 
@@ -383,6 +393,6 @@ CHECKS = [("", "QLinearConv", check_qconv), ("", "ConvInteger", check_qconv),
           ("", "QuantizeLinear", check_qdq), ("", "DequantizeLinear", check_qdq), ("", "Cast", check_cast),
           ("", "DynamicQuantizeLinear", check_dql), (MS, "QLinearGlobalAveragePool", check_qpool)]
 
-__all__ = ["CHECKS", "EMIT", "MS", "Q8", "QT", "check_cast", "check_dql", "check_qconv", "check_qdq",
+__all__ = ["CAST_FROM", "CHECKS", "EMIT", "MS", "Q8", "QT", "check_cast", "check_dql", "check_qconv", "check_qdq",
            "check_qgemm", "check_qpool", "conv_plans", "gemm_plans", "plan_cache", "qdq_params",
            "qpool_params", "scalar"]

@@ -10,7 +10,7 @@ from typing import Callable, Dict, Iterable, List, Sequence
 from .. import ir
 from ..checker import topological_order
 from .context import PassContext
-from .passes import (activation_fusion, attention_fusion, bias_fusion, constant_folding,
+from .passes import (activation_fusion, attention_fusion, bias_fusion, cast_hoist, constant_folding,
                      contrib_mapping, conv_add_fusion, conv_bn, dead_code, eliminate, gelu_fusion,
                      if_folding, layer_norm_fusion, qdq_fusion, reshape_chain, reshape_target,
                      shape_folding, silu_fusion)
@@ -23,7 +23,7 @@ BASIC: List[Pass] = [constant_folding.run, if_folding.run, eliminate.run, shape_
 EXTENDED: List[Pass] = BASIC + [contrib_mapping.run, conv_bn.run, bias_fusion.run,
                                 conv_add_fusion.run, gelu_fusion.run, layer_norm_fusion.run,
                                 attention_fusion.run, silu_fusion.run,
-                                activation_fusion.run]
+                                activation_fusion.run, cast_hoist.run]
 # "all" adds the QDQ fusion (integer QLinearConv / QLinearMatMul / QGemm from QDQ groups) before
 # the extended fusions (which would take its Conv + Relu); sessions whose providers consume QDQ
 # groups themselves leave it out (optimize(keep_qdq=True)).

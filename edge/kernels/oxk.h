@@ -315,13 +315,14 @@ OXK_API int oxk_reduce(const oxk_reduce_args* a, int outer, const float* x, floa
  * K = C/group * kh * kw values. QGEMM (oxk_qgemm_plan): n = M; a = A (M x K), b = A's runtime zero
  * point, y = (M x N); B packed as N rows of K. QUANTIZE / DEQUANTIZE (oxk_quant_args): n elements;
  * float32 a to integer y (round half to even, saturate) and back ((q - zero) * scale; scale 1,
- * zero 0 is Cast to float32). QGLOBAL_POOL (oxk_qpool_args): n = N*C planes of hw values of type
- * x_type into one value each. DQL (oxk_dql_args): DynamicQuantizeLinear of a (n floats) to
+ * zero 0 is Cast to float32; as Cast, DEQUANTIZE also reads OXK_QT_INT64, and bool as
+ * OXK_QT_UINT8). QGLOBAL_POOL (oxk_qpool_args): n = N*C planes of hw values of type x_type into
+ * one value each. DQL (oxk_dql_args): DynamicQuantizeLinear of a (n floats) to
  * uint8: part 0 writes y (n values), part 1 the scale (one float), part 2 the zero point (one
  * uint8). Scratch: the quantized kernels use slots OXK_SCRATCH_PAD (packed patches / rows). */
 enum { OXK_OP_QCONV = 50, OXK_OP_QGEMM = 51, OXK_OP_QUANTIZE = 52, OXK_OP_DEQUANTIZE = 53,
        OXK_OP_QGLOBAL_POOL = 54, OXK_OP_DQL = 55 };
-enum { OXK_QT_INT32 = 0, OXK_QT_INT8 = 1, OXK_QT_UINT8 = 2 };
+enum { OXK_QT_INT32 = 0, OXK_QT_INT8 = 1, OXK_QT_UINT8 = 2, OXK_QT_INT64 = 3 };   /* INT64: DEQUANTIZE only */
 typedef struct {
     int C, H, W, Cout, kh, kw, group, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW;
     int x_type, x_zero, y_type, y_zero, qmin, qmax, per_channel;

@@ -440,6 +440,9 @@ int oxk_dequantize(const oxk_quant_args* q, int n, const void* x, float* y) {
     case OXK_QT_INT32:
         for (i = 0; i < n; i++) y[i] = (float)(((const int32_t*)x)[i] - q->zero) * q->scale;
         break;
+    case OXK_QT_INT64:
+        for (i = 0; i < n; i++) y[i] = (float)(((const int64_t*)x)[i] - q->zero) * q->scale;
+        break;
     default: return OXK_EARG;
     }
     return 0;

@@ -17,6 +17,7 @@ import numpy as np
 
 from onnxedge import fused_ops, oxk_layout, oxk_rnn
 from onnxedge.errors import Fail, InvalidArgument
+from onnxedge.oxk_quant import CAST_FROM, QT
 from onnxedge.oxk_program import (BINARY_OPS, OP_ACT, OP_BINARY, OP_CONV2D, OP_COPY,  # noqa: F401
                                   OP_GLOBAL_POOL, OP_LOGSOFTMAX, OP_POOL2D, OP_SGEMM, OP_SOFTMAX,
                                   SLOT_ARENA, SLOT_CONST, SLOT_INPUT, SLOT_OUTPUT, fold_broadcast)
@@ -791,12 +792,14 @@ class KernelLibrary:
         return y
 
     def dequantize(self, x: np.ndarray, scale: float = 1.0, zero: int = 0) -> np.ndarray:
-        """(x - zero) * scale in float32 for int8/uint8/int32 x (oxk_dequantize)."""
-        if not isinstance(x, np.ndarray) or x.dtype not in QT:
-            raise InvalidArgument("dequantize: X must be int8, uint8 or int32, got %s" % getattr(x, "dtype", x))
+        """(x - zero) * scale in float32 for int8/uint8/int32 x, and for int64/bool x as Cast
+        (oxk_dequantize)."""
+        if not isinstance(x, np.ndarray) or x.dtype not in CAST_FROM:
+            raise InvalidArgument("dequantize: X must be int8, uint8, int32, int64 or bool, got %s"
+                                  % getattr(x, "dtype", x))
         x = np.ascontiguousarray(x)
         y = np.empty(x.shape, np.float32)
-        args = self.quant_args(x.dtype, scale, zero)
+        args = self.structs["oxk_quant_args"](CAST_FROM[x.dtype], int(zero), float(scale))
         self._check(self._lib.oxk_dequantize(ctypes.addressof(args), x.size, _p(x), _p(y)), "dequantize")
         return y
 
@@ -824,9 +827,6 @@ class KernelLibrary:
         self._check(self._lib.oxk_dynamic_quantize(_p(x), x.size, _p(y), s.ctypes.data, z.ctypes.data),
                     "dynamic_quantize")
         return [y, s, z]
-
-
-QT = {np.dtype(np.int32): 0, np.dtype(np.int8): 1, np.dtype(np.uint8): 2}   # oxk.h OXK_QT_*
 
 
 def _i8n(name: str, a: np.ndarray) -> np.ndarray:

@@ -133,14 +133,15 @@ def build_qdq(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) 
 
 
 def build_cast(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray]) -> Run:
-    """Cast to float32 as oxk_dequantize with scale 1 and zero 0 (exact rounding of int32)."""
+    """Cast to float32 as oxk_dequantize with scale 1 and zero 0 (C's rounding of int32 and int64
+    to float32 is numpy's: to nearest, ties to even)."""
     xn = node.inputs[0]
     if int(node.attributes.get("to", 0)) != 1:
         return _cpu
 
     def run(env: Dict[str, Any]) -> Optional[List[np.ndarray]]:
         x = env[xn]
-        if type(x) is not np.ndarray or x.dtype not in (I8, U8, I32):
+        if type(x) is not np.ndarray or x.dtype not in oxk_quant.CAST_FROM:
             return None
         return [lib.dequantize(x)]
     return run

@@ -245,10 +245,25 @@ async ({model, runs, options}) => {
 """
 
 
-def _direct_runs(page: Any, runs: List[Any], **options: Any) -> Dict[str, Any]:
-    return page.evaluate(DIRECT_JS, {"model": "models/mlp.oxe", "options": options, "runs": [
+def _direct_runs(page: Any, runs: List[Any], model: str = "mlp", **options: Any) -> Dict[str, Any]:
+    return page.evaluate(DIRECT_JS, {"model": "models/%s.oxe" % model, "options": options, "runs": [
         {"feeds": {k: encode_array(v) for k, v in feeds.items()}, "fetches": fetches}
         for feeds, fetches in runs]})
+
+
+def test_the_encoder_runs_from_js_on_its_int64_feeds(pages: Any, model_files: Dict[str, str]):
+    # input_ids and attention_mask are int64 (BigInt64Array): the mask's Cast runs in wasm, the
+    # whole encoder is one program, and its second run copies the int64 feeds in from JS
+    feeds = models.make_inputs("bert_encoder")
+    assert {v.dtype for v in feeds.values()} == {np.dtype(np.int64)}
+    got = _direct_runs(pages[1], [(feeds, None), (feeds, None)], model="bert_encoder",
+                       executionProviders=["wasm"])
+    assert {r["provider"] for r in got["partition"]} == {WASM}
+    runs = got["runs"]
+    assert [r["direct"] for r in runs] == [False, True] and runs[1]["pythonRuns"] == 1
+    assert runs[0]["outputs"] == runs[1]["outputs"]
+    _check("bert_encoder", {"names": runs[1]["names"], "outputs": runs[1]["outputs"]},
+           model_files["bert_encoder"], feeds)
 
 
 def test_cpu_gets_the_engine_and_runs_from_js_once_compiled(pages: Any, model_files: Dict[str, str]):

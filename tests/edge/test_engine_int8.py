@@ -148,6 +148,17 @@ def test_quantize_dequantize_exact(lib, dtype, n):
     np.testing.assert_array_equal(lib.dequantize(i32), i32.astype(np.float32))   # Cast
 
 
+@pytest.mark.parametrize("n", [0, 1, 9, 1000])
+def test_cast_of_int64_and_bool_rounds_as_numpy(lib, n):
+    # oxk_dequantize as Cast: int64 beyond 2^24 rounds to nearest (ties to even) as numpy's astype
+    big = RNG.integers(-2 ** 62, 2 ** 62, n, dtype=np.int64)
+    big[: n // 3] = (RNG.integers(-2 ** 30, 2 ** 30, n // 3) * 2 + 1) << 24   # halfway cases
+    big[n // 3: n // 2] = RNG.integers(-1000, 1000, n // 2 - n // 3)
+    np.testing.assert_array_equal(lib.dequantize(big), big.astype(np.float32))
+    flags = RNG.random(n) < 0.5
+    np.testing.assert_array_equal(lib.dequantize(flags), flags.astype(np.float32))
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 @pytest.mark.parametrize("shape", [(1, 16, 16, 16), (2, 3, 5), (1, 1, 1, 1)])
 def test_qglobal_pool_exact(lib, dtype, shape):

@@ -139,8 +139,10 @@ def test_js_runs_the_described_program_as_python_does(kernels, tmp_path):
     for name, y, want in zip(names, first, sess.run(None, feeds)):
         j, dims = by_name[name]
         assert got[j].reshape(dims).tobytes() == y.tobytes() == want.tobytes()
-    with pytest.raises(RuntimeError, match="holds %d floats" % x.size):
+    with pytest.raises(RuntimeError, match="holds %d values of 4 bytes" % x.size):
         kernels.run_described(desc, [x[:1]])
+    with pytest.raises(RuntimeError, match="got %d of 8" % x.size):
+        kernels.run_described(desc, [x.astype(np.float64)])
 
 
 def test_direct_program_only_for_one_wasm_step_and_its_exact_feeds(kernels):
@@ -156,3 +158,62 @@ def test_direct_program_only_for_one_wasm_step_and_its_exact_feeds(kernels):
     sess.run(None, {"x": x})
     sess.run(None, {"x": x})
     assert direct_program(sess, {"x": x}) is None
+
+
+def masked_attention() -> bytes:
+    """An encoder's attention with HuggingFace's mask chain on int64 feeds: ids [1, S] -> Gather
+    (embeddings); mask [1, S] -> Unsqueeze -> Cast -> (1 - m) * -10000 added to the scores."""
+    rng = np.random.default_rng(12)
+    n = helper.make_node
+    nodes = [n("Gather", ["emb", "ids"], ["h"]),
+             n("Transpose", ["h"], ["ht"], perm=[0, 2, 1]),
+             n("MatMul", ["h", "ht"], ["scores"]),
+             n("Unsqueeze", ["mask", "ax"], ["m1"]),
+             n("Cast", ["m1"], ["mf"], to=TensorProto.FLOAT),
+             n("Sub", ["one", "mf"], ["inv"]),
+             n("Mul", ["inv", "big"], ["add"]),
+             n("Add", ["scores", "add"], ["masked"]),
+             n("Softmax", ["masked"], ["p"], axis=-1),
+             n("MatMul", ["p", "h"], ["y"])]
+    ints = TensorProto.INT64
+    g = helper.make_graph(nodes, "masked_attention",
+                          [helper.make_tensor_value_info("ids", ints, [1, "S"]),
+                           helper.make_tensor_value_info("mask", ints, [1, "S"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array((rng.standard_normal((50, 16)) * 0.5).astype(np.float32), "emb"),
+                           numpy_helper.from_array(np.array([1], np.int64), "ax"),
+                           numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+                           numpy_helper.from_array(np.array(-10000.0, np.float32), "big")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def test_an_int64_attention_mask_stays_in_the_program_and_js_runs_it(kernels):
+    # the mask's Cast moves above its Unsqueeze (cast_hoist) and casts int64 in wasm: one wasm
+    # step, one program per run, and onnxedge.js may run it from the int64 feeds themselves
+    from onnxedge.web.wasm.provider import direct_program
+    model = masked_attention()
+    rng = np.random.default_rng(3)
+    feeds = {"ids": rng.integers(0, 50, (1, 12)).astype(np.int64), "mask": np.ones((1, 12), np.int64)}
+    feeds["mask"][0, 9:] = 0
+    sess = onnxedge.InferenceSession(model, providers=[WASM, "CPUExecutionProvider"])
+    assert [s.provider for s in sess._plan.steps] == [WASM]
+    first = sess.run(None, feeds)[0]
+    kernels.counts.clear()
+    got = sess.run(None, feeds)[0]
+    assert kernels.counts == {"write": 2, "program_run": 1, "read": 1}, kernels.counts
+    assert got.tobytes() == first.tobytes()
+    so = onnxedge.SessionOptions()
+    so.add_session_config_entry("session.cpu_engine", "0")
+    want = onnxedge.InferenceSession(model, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL * max(1.0, float(np.abs(want).max())))
+    assert np.abs(got[0, 9:] - got[0, :1]).max() > 0   # the masked keys changed something
+    prog = direct_program(sess, feeds)
+    assert prog is not None
+    assert direct_program(sess, {k: v.astype(np.int32) for k, v in feeds.items()}) is None
+    desc = prog.describe()
+    assert {i["name"]: i["type"] for i in desc["inputs"]} == {"ids": "int64", "mask": "int64"}
+    by_name = {o["name"]: j for j, o in enumerate(desc["outputs"])}
+    js = kernels.run_described(desc, [feeds[i["name"]] for i in desc["inputs"]])
+    assert js[by_name["y"]].tobytes() == got.tobytes()

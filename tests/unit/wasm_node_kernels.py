@@ -43,7 +43,9 @@ const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
       else if (m.op === "call") r = rt.exports[m.name](...m.args);
       else if (m.op === "method") r = rt[m.name](...m.args);
       else if (m.op === "runProgram") {
-        const data = m.inputs.map((b) => new Float32Array(Uint8Array.from(Buffer.from(b, "base64")).buffer));
+        const TYPED = {float32: Float32Array, int64: BigInt64Array, int32: Int32Array, int8: Int8Array,
+                       uint8: Uint8Array, bool: Uint8Array, float64: Float64Array};
+        const data = m.inputs.map((b, i) => new TYPED[m.types[i]](Uint8Array.from(Buffer.from(b, "base64")).buffer));
         r = rt.runProgram(m.desc, data, m.which).map((a) => Buffer.from(a.buffer).toString("base64"));
       }
       out({ok: r});
@@ -151,9 +153,10 @@ class NodeKernels(transport.Kernels):
     def run_described(self, desc: Dict[str, Any], inputs: List[np.ndarray],
                       which: Optional[List[int]] = None) -> List[np.ndarray]:
         """oxk.js's runProgram (what onnxedge.js calls for runs without Python): a program
-        described by WasmProgram.describe() run on float32 `inputs`; its outputs (flat)."""
+        described by WasmProgram.describe() run on `inputs` (as JS typed arrays of their own
+        element types); its outputs (flat)."""
         self._count("runProgram")
-        got = self._ask(op="runProgram", desc=desc, which=which,
-                        inputs=[base64.b64encode(np.ascontiguousarray(x, np.float32).tobytes()).decode()
+        got = self._ask(op="runProgram", desc=desc, which=which, types=[str(x.dtype) for x in inputs],
+                        inputs=[base64.b64encode(np.ascontiguousarray(x).tobytes()).decode()
                                 for x in inputs])
         return [np.frombuffer(base64.b64decode(b), np.float32) for b in got]

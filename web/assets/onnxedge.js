@@ -478,8 +478,8 @@ export class InferenceSession {
   }
 }
 
-// A program's key: its inputs' names, types and dims (sorted by name); `list` holds
-// {name, dims} (float32: programs move float32 tensors) or feeds {name, type, dims}
+// A program's key: its inputs' names, types and dims (sorted by name); `list` holds a program's
+// inputs {name, type, dims} or feeds {name, type, dims}
 function programKey(list) {
   const rows = list.map((f) => [String(f.name), f.type || "float32", Array.from(f.dims, Number)]);
   return JSON.stringify(rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)));

@@ -575,7 +575,7 @@ class QuantOp(NodeProgramOp):
                 self.qpool = params
 
     def node_outputs(self, rec: oxk_program.Record) -> Optional[List[Optional[Tuple[np.dtype, Shape]]]]:
-        from onnxedge.oxk_quant import I8, I32, Q8, U8
+        from onnxedge.oxk_quant import CAST_FROM, Q8, U8
         x = rec.get(self.node.inputs[0])
         if x is None:
             return None
@@ -594,7 +594,7 @@ class QuantOp(NodeProgramOp):
                 return None
             return [(qa[0] if op == "QuantizeLinear" else f32, shape)]
         if op == "Cast":
-            return [(f32, shape)] if dt in (I8, U8, I32) and int(self.node.attributes.get("to", 0)) == 1 else None
+            return [(f32, shape)] if dt in CAST_FROM and int(self.node.attributes.get("to", 0)) == 1 else None
         if op == "DynamicQuantizeLinear":
             return [(U8, shape), (f32, ()), (U8, ())] if dt == f32 else None
         if op == "QLinearGlobalAveragePool":

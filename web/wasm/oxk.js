@@ -416,9 +416,11 @@
       if (data.length !== ins.length)
         throw new RangeError("onnxedge wasm: the program reads " + ins.length + " inputs, got " + data.length);
       for (let i = 0; i < ins.length; i++) {
-        if (data[i].length !== ins[i].size)
-          throw new RangeError("onnxedge wasm: program input " + i + " holds " + ins[i].size + " floats, got " + data[i].length);
-        this.f32(ins[i].ptr, ins[i].size).set(data[i]);
+        const d = data[i], itemsize = ins[i].itemsize || 4;
+        if (d.length !== ins[i].size || d.BYTES_PER_ELEMENT !== itemsize)
+          throw new RangeError("onnxedge wasm: program input " + i + " holds " + ins[i].size + " values of " +
+                               itemsize + " bytes, got " + d.length + " of " + d.BYTES_PER_ELEMENT);
+        this.u8(ins[i].ptr, d.byteLength).set(new Uint8Array(d.buffer, d.byteOffset, d.byteLength));
       }
       const rc = this.exports.oxk_program_run(desc.program, desc.ins, desc.outs, desc.arena);
       if (rc !== 0)

@@ -112,14 +112,16 @@ class WasmProgram:
     def describe(self) -> Dict[str, Any]:
         """What a caller outside Python needs to run the program itself (onnxedge.js does, through
         oxk.js's `runProgram`): the oxk_program's address, the pointer arrays and arena, each input
-        block {name, ptr, size (floats)} in the order the program reads them, and each exported
+        block {name, ptr, size (elements), type (numpy's name: float32, int64, ...), itemsize} in the
+        order the program reads them, and each exported
         value {name, ptr, size, dims}. Valid until the program is released (its target's
         `on_release` hooks are called first)."""
         t = self.compiled
         return {"program": int(t.addr), "ins": int(self.ins), "outs": int(self.outs),
                 "arena": int(self.arena),
-                "inputs": [{"name": n, "ptr": int(p), "size": int(size)}
-                           for n, p, size in zip(self.in_names, self.in_ptrs, t.in_sizes)],
+                "inputs": [{"name": n, "ptr": int(p), "size": int(size), "type": str(dt),
+                            "itemsize": int(dt.itemsize)}
+                           for n, p, size, dt in zip(self.in_names, self.in_ptrs, t.in_sizes, self.in_dtypes)],
                 "outputs": [{"name": n, "ptr": int(self.out_ptrs[j]), "size": int(self.out_sizes[j]),
                              "dims": [int(d) for d in shape]} for n, j, shape in self.exports]}
 

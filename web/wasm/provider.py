@@ -330,20 +330,21 @@ class _WasmStep:
 
 
 def direct_program(session: Any, feeds: Dict[str, Any]) -> Optional[program.WasmProgram]:
-    """The compiled program that computes every output of `session` from exactly `feeds` (numpy
-    arrays), when the session's plan is one WasmSimdExecutionProvider step and that step has a
+    """The compiled program that computes every output of `session` (float32) from exactly `feeds`
+    (numpy arrays of the element types the program reads), when the session's plan is one WasmSimdExecutionProvider step and that step has a
     program for the feeds' signature (built by an earlier run); None otherwise. onnxedge.js runs
     such a program straight from JS (`WasmProgram.describe`), without a call into Python."""
     steps = session.plan.steps
     if len(steps) != 1 or steps[0].provider != WasmSimdExecutionProvider.name:
         return None
     progs = getattr(steps[0], "programs", None)
-    if progs is None or any(type(v) is not np.ndarray or v.dtype != F32 for v in feeds.values()):
+    if progs is None or any(type(v) is not np.ndarray for v in feeds.values()):
         return None
     sig = progs.signature(feeds)
     prog = progs.get(sig) if sig is not None else None
     if not isinstance(prog, program.WasmProgram) or set(prog.in_names) != set(feeds) \
-            or len(prog.in_names) != len(feeds) or any(dt != F32 for dt in prog.out_dtypes):
+            or len(prog.in_names) != len(feeds) or any(dt != F32 for dt in prog.out_dtypes) \
+            or any(feeds[n].dtype != dt for n, dt in zip(prog.in_names, prog.in_dtypes)):
         return None
     exported = {name for name, _, _ in prog.exports}
     if any(o.name not in exported for o in session.get_outputs()):
