@@ -202,10 +202,17 @@ static void store_tile_general(const gemm_job* g, const float* tile, int mv, int
             }                                                                                     \
             if (act == OXK_ACT_RELU) { ROWS(ST_RELU, 0) }                                         \
             else if (act == OXK_ACT_CLIP) { ROWS(ST_CLIP, 0) }                                    \
-            ROWS(ST_STORE, 0)                                                                     \
-            if (act > OXK_ACT_CLIP) {                                                             \
+            if (act > OXK_ACT_CLIP) {   /* the other activations: one call for the tile */      \
+                float tile[MR * NR];                                                              \
                 int r_;                                                                           \
-                for (r_ = 0; r_ < mv; r_++) oxk_act_row(cp + r_ * ldc, NR, act, g->p0, g->p1);    \
+                ROWS(ST_SPILL, 0)                                                                 \
+                oxk_act_row(tile, mv * NR, act, g->p0, g->p1);                                    \
+                for (r_ = 0; r_ < mv; r_++) {                                                     \
+                    vf_store(cp + r_ * ldc, vf_load(tile + r_ * NR));                             \
+                    vf_store(cp + r_ * ldc + 4, vf_load(tile + r_ * NR + 4));                     \
+                }                                                                                 \
+            } else {                                                                              \
+                ROWS(ST_STORE, 0)                                                                 \
             }                                                                                     \
         } else {                                                                                  \
             float tile[MR * NR];                                                                  \

@@ -152,14 +152,27 @@ static inline __attribute__((always_inline)) void tile_store(const gemm_job* g, 
 #pragma GCC unroll 16
                 for (r = 0; r < R; r++) { c0[r] = V_MIN(c0[r], hi); if (NV > 1) c1[r] = V_MIN(c1[r], hi); }
             }
+        } else if (act > OXK_ACT_CLIP) {
+            /* the other activations over the whole tile in one call (one per row would be calls
+             * of two vectors each), then stored as below */
+            float buf[MR * NR] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+            for (r = 0; r < R; r++) {
+                V_STORE(buf + r * nv, c0[r]);
+                if (NV > 1) V_STORE(buf + r * nv + VW, c1[r]);
+            }
+            oxk_act_row(buf, R * nv, act, g->p0, g->p1);
+#pragma GCC unroll 16
+            for (r = 0; r < R; r++) {
+                c0[r] = V_LOAD(buf + r * nv);
+                if (NV > 1) c1[r] = V_LOAD(buf + r * nv + VW);
+            }
         }
 #pragma GCC unroll 16
         for (r = 0; r < R; r++) {
             V_STORE(cp + r * ldc, c0[r]);
             if (NV > 1) V_STORE(cp + r * ldc + VW, c1[r]);
         }
-        if (act > OXK_ACT_CLIP)
-            for (r = 0; r < R; r++) oxk_act_row(cp + r * ldc, nv, act, g->p0, g->p1);
     } else {
         float buf[MR * NR] __attribute__((aligned(64)));
 #pragma GCC unroll 16
