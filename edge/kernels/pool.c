@@ -48,6 +48,19 @@ static void pool_row_inside(const pool_job* j, const float* x, float* yrow, int 
     const size_t rstep = (size_t)j->dh * W;
     const float inv = 1.f / (float)(kh * kw);
     int i, k;
+    if (kw == 1 && sw == 1) {   /* a column window (text models' (2, 1), (4, 1)): 8 outputs a step */
+        const vf4 init = vf_dup(max ? -OXK_INFINITY : 0.f);
+        for (; ow + 8 <= ow_end; ow += 8) {
+            const float* r = xrow + (ow - j->pl);
+            vf4 a0 = init, a1 = init;
+            for (i = 0; i < kh; i++, r += rstep) {
+                a0 = max ? vf_max(a0, vf_load(r)) : vf_add(a0, vf_load(r));
+                a1 = max ? vf_max(a1, vf_load(r + 4)) : vf_add(a1, vf_load(r + 4));
+            }
+            vf_store(yrow + ow, max ? a0 : vf_mul(a0, vf_dup(inv)));
+            vf_store(yrow + ow + 4, max ? a1 : vf_mul(a1, vf_dup(inv)));
+        }
+    }
     if (sw <= 2) {
         /* with stride 2, vf_load_even also reads the value after the window's last: stay in the plane */
         const long last = (long)(oh * j->sh - j->pt + (kh - 1) * j->dh) * W + (kw - 1) * j->dw - j->pl + 1;

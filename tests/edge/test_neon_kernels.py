@@ -132,6 +132,10 @@ POOLS = [  # kernel, strides, dilations, pads, ceil_mode, count_include_pad
     ((3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, 1),
     ((2, 3), (1, 1), (2, 1), (0, 1, 1, 1), 0, 0),
     ((1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 0, 0),
+    # column windows (CRNN-style (2, 1), (4, 1)): 8 outputs a step, a padded and dilated one
+    ((2, 1), (2, 1), (1, 1), (0, 0, 0, 0), 0, 0),
+    ((4, 1), (4, 1), (1, 1), (0, 0, 0, 0), 1, 0),
+    ((3, 1), (1, 1), (2, 1), (1, 1, 1, 1), 0, 1),
     # MaxPool's two passes (windows larger than 2x2): every row pass (stride 1, stride 2 in
     # deinterleaved pairs with an odd or even tap count, stride 2 dilated, stride 3)
     ((5, 5), (1, 1), (1, 1), (2, 2, 2, 2), 0, 0),
