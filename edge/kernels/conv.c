@@ -189,6 +189,14 @@ static int image_is_phases(const conv_job* j) {
 /* Channel plane `src` (H x W) into its phases at dst (cstride floats), zeroed first when `zero`
  * (else dst already holds a channel's phases: the pad positions are zero, the rest is
  * overwritten). A 1x1 kernel reads phase (0, 0) only: the others are left alone. */
+/* dst[0, n) = src[0, n): short rows (small planes) inline, in place of a memcpy call per row. */
+static inline void copy_row(float* dst, const float* src, int n) {
+    int i = 0;
+    if (n >= 64) { memcpy(dst, src, (size_t)n * sizeof(float)); return; }
+    for (; i + 4 <= n; i += 4) vf_store(dst + i, vf_load(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+}
+
 static void pad_channel(const conv_job* j, const float* src, float* dst, int zero) {
     const int sh = j->sh, sw = j->sw, only0 = j->kh == 1 && j->kw == 1;
     int cp;
@@ -219,7 +227,7 @@ static void pad_channel(const conv_job* j, const float* src, float* dst, int zer
         for (h = 0; h < j->H; h++, s += j->W) {
             float* d = d0 + (size_t)rp * sw * j->phase + (size_t)rq * j->Wq;
             if (!only0 || rp == 0) {
-                if (sw == 1) memcpy(d, s, (size_t)cnt * sizeof(float));
+                if (sw == 1) copy_row(d, s, cnt);
                 else if (sw == 2) for (e = 0; e < cnt; e++) d[e] = s[2 * e];
                 else for (e = 0; e < cnt; e++) d[e] = s[(size_t)e * sw];
             }
@@ -548,8 +556,7 @@ static void depthwise_task(void* ctx, int t) {
             j->dw_fn(buf, j->toff, taps, j->Wt + (size_t)c * taps, bias, j->act, j->p0, j->p1,
                      buf + j->cstride, flat);
             for (oh = 0; oh < j->OH; oh++)
-                memcpy(out + (size_t)oh * j->OW, buf + j->cstride + (size_t)oh * j->Wq,
-                       (size_t)j->OW * sizeof(float));
+                copy_row(out + (size_t)oh * j->OW, buf + j->cstride + (size_t)oh * j->Wq, j->OW);
         }
         if (j->act != OXK_ACT_NONE && j->act != OXK_ACT_RELU && j->act != OXK_ACT_CLIP)
             oxk_act_row(out, j->OH * j->OW, j->act, j->p0, j->p1);
