@@ -186,9 +186,6 @@ static int image_is_phases(const conv_job* j) {
     return j->sh == 1 && j->sw == 1 && !j->pt && !j->pl && j->Hp == j->H && j->Wp == j->W;
 }
 
-/* Channel plane `src` (H x W) into its phases at dst (cstride floats), zeroed first when `zero`
- * (else dst already holds a channel's phases: the pad positions are zero, the rest is
- * overwritten). A 1x1 kernel reads phase (0, 0) only: the others are left alone. */
 /* dst[0, n) = src[0, n): short rows (small planes) inline, in place of a memcpy call per row. */
 static inline void copy_row(float* dst, const float* src, int n) {
     int i = 0;
@@ -197,6 +194,9 @@ static inline void copy_row(float* dst, const float* src, int n) {
     for (; i < n; i++) dst[i] = src[i];
 }
 
+/* Channel plane `src` (H x W) into its phases at dst (cstride floats), zeroed first when `zero`
+ * (else dst already holds a channel's phases: the pad positions are zero, the rest is
+ * overwritten). A 1x1 kernel reads phase (0, 0) only: the others are left alone. */
 static void pad_channel(const conv_job* j, const float* src, float* dst, int zero) {
     const int sh = j->sh, sw = j->sw, only0 = j->kh == 1 && j->kw == 1;
     int cp;
@@ -422,7 +422,10 @@ static int conv_lanes_gemm(conv_job* j, const oxk_gemm_isa* isa, const float* pb
     int* koff;
     float* packed = NULL;
     int segs_total, want;
-    j->xpad = (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->cstride * sizeof(float));
+    /* stride 1, no padding (the pointwise convs): the image is its own phase, read in place */
+    const int in_place = image_is_phases(j);
+    if (in_place) j->cstride = (size_t)j->H * j->W;
+    j->xpad = in_place ? NULL : (float*)oxk_scratch(OXK_SCRATCH_PAD, (size_t)j->C * j->cstride * sizeof(float));
     if (!pb) {
         int g;
         packed = (float*)oxk_scratch(OXK_SCRATCH_PANELS, (size_t)j->group * per * sizeof(float));
@@ -432,7 +435,7 @@ static int conv_lanes_gemm(conv_job* j, const oxk_gemm_isa* isa, const float* pb
         pb = packed;
     }
     koff = tap_offsets(j, Cin_g, taps);
-    if (!j->xpad || !koff) { oxk_aligned_free(koff); return OXK_ENOMEM; }
+    if ((!in_place && !j->xpad) || !koff) { oxk_aligned_free(koff); return OXK_ENOMEM; }
     memset(&lj, 0, sizeof(lj));
     lj.isa = isa;
     lj.d.M = Cg; lj.d.K = K; lj.d.koff = koff;
@@ -444,11 +447,12 @@ static int conv_lanes_gemm(conv_job* j, const oxk_gemm_isa* isa, const float* pb
     lj.chunks = want < segs_total ? want : segs_total;
     lj.span = (segs_total + lj.chunks - 1) / lj.chunks;
     for (j->n = 0; j->n < j->N; j->n++) {
-        oxk_parallel_for(j->C, pad_task, j);
+        const float* xn = in_place ? j->x + (size_t)j->n * j->C * j->cstride : j->xpad;
+        if (!in_place) oxk_parallel_for(j->C, pad_task, j);
         for (j->g = 0; j->g < j->group; j->g++) {
             size_t out = ((size_t)j->n * j->Cout + (size_t)j->g * Cg) * P;
             lj.d.pb = pb + (size_t)j->g * per;
-            lj.d.x = j->xpad + (size_t)j->g * Cin_g * j->cstride;
+            lj.d.x = xn + (size_t)j->g * Cin_g * j->cstride;
             lj.d.y = j->y + out;
             lj.d.z = j->z ? j->z + out : NULL;
             lj.d.bias = j->bias ? j->bias + (size_t)j->g * Cg : NULL;
