@@ -81,6 +81,7 @@ CONV_CASES = [
     # runs of 8; a partial last panel
     (1, 40, 6, 37, 64, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),    # K = 360
     (1, 33, 4, 20, 48, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),    # K = 297, 48 = 1.5 panels
+    (1, 64, 3, 21, 32, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),    # K = 576: blocks on AVX2 too
 ]
 # The backends with the lanes path (forced on every case there)
 LANES_ISAS = ("avx2+fma", "avx512f")
