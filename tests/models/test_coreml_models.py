@@ -27,7 +27,8 @@ COREML = "CoreMLExecutionProvider"
 FALLBACK = {
     "mlp": {},
     "resnet18": {},
-    "bert_encoder": {"Gather": "not an op", "Cast": "not an op", "Unsqueeze": "int64"},
+    # the mask's Unsqueeze moves float32 values (cast_hoist puts the Cast first): Core ML takes it
+    "bert_encoder": {"Gather": "not an op", "Cast": "not an op"},
     "qdq_cnn": {"output_quantize": "int8 output"},      # at iOS17
 }
 
