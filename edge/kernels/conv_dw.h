@@ -39,4 +39,21 @@ int oxk_dw3_avx2(const float* x, int H, int W, int stride, int pt, int pl, const
 int oxk_dw3_avx512(const float* x, int H, int W, int stride, int pt, int pl, const float* w,
                    float bias, int act, float p0, float p1, float* out, int OH, int OW);
 
+/* oxk_dw16_avx512: the depthwise conv of nch <= 16 channels at once, channels along the lanes (for
+ * small planes, where a padded copy and a flat loop per channel cost more than the taps): the nch
+ * planes at x (H x W, plane stride xs) are transposed into buf as Hp x Wp positions of 16 floats
+ * (the interior rewritten; the border positions, pads included, zeroed here), each output position
+ * sums bias, then its taps in row-major order (the phases path's bits; act applied as in
+ * oxk_dw_rows_*), and the outputs are transposed back into y (nch planes of OH x OW, plane stride
+ * ys). w: nch x kh kw weights (kh kw <= DW16_MAX_TAPS); bias: nch values or NULL. buf holds
+ * (Hp Wp + OH OW) 16 floats; Hp / Wp cover the padded input and every window. */
+#define DW16_MAX_TAPS 25
+typedef void (*oxk_dw16_fn)(const float* x, size_t xs, int nch, int H, int W, int kh, int kw, int sh,
+                            int sw, int dh, int dw, int pt, int pl, const float* w, const float* bias,
+                            int act, float p0, float p1, float* y, size_t ys, int OH, int OW,
+                            float* buf, int Hp, int Wp);
+void oxk_dw16_avx512(const float* x, size_t xs, int nch, int H, int W, int kh, int kw, int sh, int sw,
+                     int dh, int dw, int pt, int pl, const float* w, const float* bias, int act, float p0,
+                     float p1, float* y, size_t ys, int OH, int OW, float* buf, int Hp, int Wp);
+
 #endif /* OXK_CONV_DW_H */

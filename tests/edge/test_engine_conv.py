@@ -37,6 +37,12 @@ CONV_CASES = [
     (1, 5, 7, 7, 5, 5, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),       # depthwise, 7x7 plane
     (1, 3, 9, 20, 3, 3, 5, 5, (1, 2), (2, 1), (2, 0, 3, 1)),      # depthwise 5x5, dilated, odd pads
     (1, 4, 1, 1, 4, 4, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),       # depthwise on a 1x1 plane
+    # depthwise with 16 channels along the lanes (AVX-512, rows narrower than 48): a partial
+    # block, batch 2; stride 2 and uneven pads; 5x5 dilated with strides (1, 2); 1-D
+    (2, 24, 7, 7, 24, 24, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),
+    (1, 32, 14, 13, 32, 32, 3, 3, (2, 2), (1, 1), (0, 1, 1, 1)),
+    (1, 16, 9, 11, 16, 16, 5, 5, (1, 2), (2, 1), (2, 0, 3, 1)),
+    (1, 20, 1, 30, 20, 20, 1, 3, (1, 1), (1, 1), (0, 1, 0, 1)),
     (1, 16, 10, 9, 24, 1, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0)),    # 1x1 = GEMM on the image
     (2, 16, 11, 10, 12, 1, 1, 1, (2, 2), (1, 1), (0, 0, 0, 0)),   # 1x1 stride 2 (phase (0, 0))
     (1, 7, 9, 9, 5, 1, 1, 1, (3, 2), (1, 1), (1, 2, 0, 1)),       # 1x1 strided and padded
