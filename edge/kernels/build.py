@@ -34,7 +34,7 @@ SOURCES = ["common.c", "threadpool.c", "matmul.c", "conv.c", "pool.c", "matmul_i
            "elementwise.c", "normalization.c", "movement.c", "program.c", "quantization.c", "attention.c",
            "recurrent.c"]
 HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "matmul_int8_impl.h", "gemm_isa.h", "matmul_x86_impl.h",
-           "conv_dw.h", "conv_dw_impl.h", "elementwise_impl.h"]
+           "conv_dw.h", "conv_dw_impl.h", "elementwise_impl.h", "conv_lanes_avx512.h"]
 # x86-64 SGEMM cores (and conv's depthwise loops, the elementwise functions), each compiled with
 # its own ISA flags and chosen at load (gemm_isa.h, conv_dw.h, elementwise_impl.h)
 X86_CORES = [["matmul_avx2.c", "-mavx2", "-mfma"], ["matmul_avx512.c", "-mavx512f", "-mavx2", "-mfma"],

@@ -21,44 +21,9 @@
                                                             13, 11, 9, 7, 5, 3, 1), hi_);         \
     } while (0)
 #include "conv_dw_impl.h"
+#include "conv_lanes_avx512.h"
 
 /* ---------------------------------------------------------------- 16 channels along the lanes */
-
-/* r[i] lane j <- r[j] lane i (a 16 x 16 transpose in registers). */
-static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    int i;
-#pragma GCC unroll 8
-    for (i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 4
-    for (i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-#pragma GCC unroll 2
-    for (i = 0; i < 16; i += 8) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 1] = _mm512_shuffle_f32x4(r[i + 1], r[i + 5], 0x88);
-        t[i + 2] = _mm512_shuffle_f32x4(r[i + 2], r[i + 6], 0x88);
-        t[i + 3] = _mm512_shuffle_f32x4(r[i + 3], r[i + 7], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
-        t[i + 5] = _mm512_shuffle_f32x4(r[i + 1], r[i + 5], 0xDD);
-        t[i + 6] = _mm512_shuffle_f32x4(r[i + 2], r[i + 6], 0xDD);
-        t[i + 7] = _mm512_shuffle_f32x4(r[i + 3], r[i + 7], 0xDD);
-    }
-#pragma GCC unroll 8
-    for (i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
-    }
-}
-
-static inline __mmask16 first_lanes(int n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
 
 void oxk_dw16_avx512(const float* x, size_t xs, int nch, int H, int W, int kh, int kw, int sh, int sw,
                      int dh, int dw, int pt, int pl, const float* w, const float* bias, int act, float p0,
@@ -85,10 +50,10 @@ void oxk_dw16_avx512(const float* x, size_t xs, int nch, int H, int W, int kh, i
     /* the input, 16 positions of every channel at a time, transposed to 16 channels a position */
     for (at = 0, h = 0, c = 0; at < HW; at += 16) {   /* (h, c): the input position at + q */
         const int n = HW - at < 16 ? HW - at : 16;
-        const __mmask16 m = first_lanes(n);
+        const __mmask16 m = oxk_first_lanes(n);
 #pragma GCC unroll 16
         for (i = 0; i < 16; i++) r[i] = i < nch ? _mm512_maskz_loadu_ps(m, x + (size_t)i * xs + at) : zero;
-        transpose16(r);
+        oxk_transpose16(r);
         for (q = 0; q < n; q++) {
             _mm512_storeu_ps(buf + ((size_t)(h + pt) * Wp + c + pl) * 16, r[q]);
             if (++c == W) { c = 0; h++; }
@@ -126,10 +91,10 @@ void oxk_dw16_avx512(const float* x, size_t xs, int nch, int H, int W, int kh, i
     /* back: 16 positions of every channel at a time */
     for (at = 0; at < P; at += 16) {
         const int n = P - at < 16 ? P - at : 16;
-        const __mmask16 m = first_lanes(n);
+        const __mmask16 m = oxk_first_lanes(n);
 #pragma GCC unroll 16
         for (q = 0; q < 16; q++) r[q] = q < n ? _mm512_loadu_ps(ob + ((size_t)at + q) * 16) : zero;
-        transpose16(r);
+        oxk_transpose16(r);
         for (i = 0; i < nch; i++) _mm512_mask_storeu_ps(y + (size_t)i * ys + at, m, r[i]);
     }
 }

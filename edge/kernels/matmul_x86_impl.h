@@ -511,44 +511,19 @@ typedef struct {
 } lanes_pf;
 
 #if VW == 16
+#include "conv_lanes_avx512.h"
+
 /* Rows c[0..R) (R <= 16, a constant after inlining) of 16 lanes stored transposed: lane m of every
  * row to y + m * ldy, R consecutive floats (a 16 x 16 transpose in registers, then one masked store
  * per lane: in place of 16 R scalar stores). */
 static inline __attribute__((always_inline)) void store_transposed16(const int R, const __m512* c,
                                                                      float* y, ptrdiff_t ldy) {
-    __m512 r[16], t[16];
-    const __mmask16 keep = (__mmask16)((1u << R) - 1u);
+    __m512 r[16];
+    const __mmask16 keep = oxk_first_lanes(R);
     int i;
 #pragma GCC unroll 16
     for (i = 0; i < 16; i++) r[i] = i < R ? c[i] : _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 4
-    for (i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-#pragma GCC unroll 2
-    for (i = 0; i < 16; i += 8) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 1] = _mm512_shuffle_f32x4(r[i + 1], r[i + 5], 0x88);
-        t[i + 2] = _mm512_shuffle_f32x4(r[i + 2], r[i + 6], 0x88);
-        t[i + 3] = _mm512_shuffle_f32x4(r[i + 3], r[i + 7], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
-        t[i + 5] = _mm512_shuffle_f32x4(r[i + 1], r[i + 5], 0xDD);
-        t[i + 6] = _mm512_shuffle_f32x4(r[i + 2], r[i + 6], 0xDD);
-        t[i + 7] = _mm512_shuffle_f32x4(r[i + 3], r[i + 7], 0xDD);
-    }
-#pragma GCC unroll 8
-    for (i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
-    }
+    oxk_transpose16(r);
 #pragma GCC unroll 16
     for (i = 0; i < 16; i++) _mm512_mask_storeu_ps(y + i * ldy, keep, r[i]);
 }
