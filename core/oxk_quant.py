@@ -31,7 +31,8 @@ I8, U8, I32 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)
 I64, BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 Q8 = (I8, U8)
 QT = {I32: 0, I8: 1, U8: 2}                    # oxk.h OXK_QT_*
-CAST_FROM = {I32: 0, I8: 1, U8: 2, I64: 3, BOOL: 2}   # what oxk_dequantize reads as Cast (bool as uint8)
+CAST_FROM = dict(QT)                           # what oxk_dequantize reads as Cast: QT's types,
+CAST_FROM.update({I64: 3, BOOL: QT[U8]})       # OXK_QT_INT64, and bool's bytes as uint8
 ONNX_TYPES = {1: F32, 2: U8, 3: I8, 6: I32, 7: I64, 9: BOOL}   # ONNX element type -> dtype
 MAX_PLANS = 32
 

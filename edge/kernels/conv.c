@@ -601,7 +601,8 @@ static void depthwise_task(void* ctx, int t) {
 
 /* The most output positions a plane takes the 16-channel blocks with: there a channel's padded
  * copy and flat loop cost more than its taps (measured on AVX-512: 7 x 7 outputs 1.4-1.6x
- * faster, 14 x 14 even, 28 x 28 slower). */
+ * faster, 14 x 14 even, 28 x 28 slower). The padded input may hold 16 times that many positions
+ * (a strided or dilated window's), which keeps a block's buffer under 100 KB. */
 #define DW16_MAX_P 64
 
 static int conv_depthwise(conv_job* j) {

@@ -537,6 +537,8 @@ static inline __attribute__((always_inline)) void lanes_store(const oxk_conv_lan
     float buf[RT * NR] __attribute__((aligned(64)));
     const int mv = d->M - m0 < NR ? d->M - m0 : NR, act = d->act;
     const int vec_act = act == OXK_ACT_RELU || act == OXK_ACT_CLIP;
+    /* AVX-512, whole panels: stored from registers by store_transposed16, not from buf */
+    const int from_regs = VW == 16 && mv == NR;
     const ptrdiff_t ldy = d->ldy;
     int r, m;
     if (d->bias) {
@@ -573,13 +575,13 @@ static inline __attribute__((always_inline)) void lanes_store(const oxk_conv_lan
             if (act == OXK_ACT_CLIP) { c0[r] = V_MIN(c0[r], hi); c1[r] = V_MIN(c1[r], hi); }
         }
     }
-    if (vec_act || !d->z) {
+    if ((vec_act || !d->z) && (!from_regs || act > OXK_ACT_CLIP)) {
 #pragma GCC unroll 16
         for (r = 0; r < R; r++) { V_STORE(buf + r * NR, c0[r]); V_STORE(buf + r * NR + VW, c1[r]); }
     }
     if (act > OXK_ACT_CLIP) oxk_act_row(buf, R * NR, act, d->p0, d->p1);
 #if VW == 16
-    if (mv == NR) {   /* the sums are final in c0/c1 unless an epilogue step left them in buf */
+    if (from_regs) {   /* the sums are final in c0/c1 unless an epilogue step left them in buf */
         float* yp = d->y + (size_t)m0 * ldy + p0;
         if (act > OXK_ACT_CLIP || (d->z && !vec_act)) {
 #pragma GCC unroll 16
@@ -598,30 +600,23 @@ static inline __attribute__((always_inline)) void lanes_store(const oxk_conv_lan
     }
 }
 
-/* R positions (a constant after inlining) from xb x NR channels of the weight panel b (at step
- * k0), K steps [k0, k1): from zero (in NULL) or from the sums of the steps before (in: R rows of NR,
- * as out holds them), to out, or (out NULL: the last steps) through lanes_store into y. A stored
- * and reloaded sum is the same float, so the bits do not depend on where K is cut. */
+/* R positions (a constant after inlining) from xb x NR channels of the weight panel b: all K. */
 static inline __attribute__((always_inline)) void lanes_tile(const oxk_conv_lanes* d, const int R,
-                                                             const float* b, const float* xb, int k0,
-                                                             int k1, const float* in, float* out,
-                                                             int m0, int p0, const lanes_pf* pf) {
+                                                             const float* b, const float* xb, int m0,
+                                                             int p0, const lanes_pf* pf) {
     VT c0[RT], c1[RT];
     const int* ko = d->koff;
-    const int every = pf->every;
+    const int K = d->K, every = pf->every;
     const char* pl = pf->at;
-    int r, k, kb, ke, i, pn = pf->lines;
+    int r, k, k0, i, pn = pf->lines;
 #pragma GCC unroll 16
-    for (r = 0; r < R; r++) {
-        c0[r] = in ? V_LOAD(in + r * NR) : V_ZERO();
-        c1[r] = in ? V_LOAD(in + r * NR + VW) : V_ZERO();
-    }
-    for (kb = k0; kb < k1; kb += every) {
-        ke = k1 - kb < every ? k1 : kb + every;
+    for (r = 0; r < R; r++) { c0[r] = V_ZERO(); c1[r] = V_ZERO(); }
+    for (k0 = 0; k0 < K; k0 += every) {
+        const int k1 = K - k0 < every ? K : k0 + every;
         for (i = 0; i < pf->per && pn > 0; i++, pn--, pl += 64)   /* into L2: the next panel */
             _mm_prefetch(pl, _MM_HINT_T1);
 #pragma GCC unroll 2
-        for (k = kb; k < ke; k++) {
+        for (k = k0; k < k1; k++) {
             const float* xp = xb + ko[k];
             const VT w0 = V_LOAD(b), w1 = V_LOAD(b + VW);
             /* the input rows come from L2 through offsets no hardware prefetcher follows: fetch
@@ -638,22 +633,14 @@ static inline __attribute__((always_inline)) void lanes_tile(const oxk_conv_lane
             b += NR;
         }
     }
-    if (out) {
-#pragma GCC unroll 16
-        for (r = 0; r < R; r++) { V_STORE(out + r * NR, c0[r]); V_STORE(out + r * NR + VW, c1[r]); }
-    } else {
-        lanes_store(d, R, c0, c1, m0, p0);
-    }
+    lanes_store(d, R, c0, c1, m0, p0);
 }
 
-typedef void (*lanes_tile_fn)(const oxk_conv_lanes* d, const float* b, const float* xb, int k0, int k1,
-                              const float* in, float* out, int m0, int p0, const lanes_pf* pf);
-#define LANES_TILE_FN(R)                                                                           \
-    static void lanes_tile_##R(const oxk_conv_lanes* d, const float* b, const float* xb, int k0,   \
-                               int k1, const float* in, float* out, int m0, int p0,                \
-                               const lanes_pf* pf) {                                               \
-        lanes_tile(d, R, b, xb, k0, k1, in, out, m0, p0, pf);                                      \
-    }
+typedef void (*lanes_tile_fn)(const oxk_conv_lanes* d, const float* b, const float* xb, int m0, int p0,
+                              const lanes_pf* pf);
+#define LANES_TILE_FN(R) \
+    static void lanes_tile_##R(const oxk_conv_lanes* d, const float* b, const float* xb, int m0, int p0, \
+                               const lanes_pf* pf) { lanes_tile(d, R, b, xb, m0, p0, pf); }
 LANES_TILE_FN(1) LANES_TILE_FN(2) LANES_TILE_FN(3) LANES_TILE_FN(4) LANES_TILE_FN(5) LANES_TILE_FN(6)
 #if RT > 6
 LANES_TILE_FN(7) LANES_TILE_FN(8) LANES_TILE_FN(9) LANES_TILE_FN(10) LANES_TILE_FN(11) LANES_TILE_FN(12)
@@ -669,48 +656,28 @@ static const lanes_tile_fn LANES_TILES[RT] = {
 
 /* The fewest K steps between a lanes tile's prefetches of the next panel. */
 #define LANES_PF_STEPS 8
-/* Long K is cut into blocks whose weights (NR values a step) fill LANES_KB bytes of L1, and
- * LANES_SB segments run each block in turn while it is there, their partial sums kept in a
- * buffer; shorter K runs whole, segment by segment. */
-#define LANES_KB (16 << 10)
-#define LANES_KC (LANES_KB / (NR * (int)sizeof(float)))
-#define LANES_SB 8
 
 /* Each channel panel (its weights stay in L2) over the call's row segments; a row of OW positions
  * is cut into `segs` pieces as even as can be (the first OW % segs one longer). A panel's weights
- * are read once per segment (per LANES_SB segments in blocks of K, when K is long): from memory on
- * the first, unless fetched ahead. So the panel's tiles prefetch the next panel (the next in this
- * call, or the one after the call's last) into L2, an even share each, one line every few K
- * steps: its memory traffic overlaps this panel's FMAs. */
+ * are read once per segment: from memory on the first, unless fetched ahead. So the panel's tiles
+ * prefetch the next panel (the next in this call, or the one after the call's last) into L2, an
+ * even share each, one line every few K steps: its memory traffic overlaps this panel's FMAs. */
 static void conv_lanes(const oxk_conv_lanes* d) {
     const int segs = d->segs, len = d->OW / segs, extra = d->OW % segs, S = d->s_end - d->s_beg;
     const int panels = (d->M + NR - 1) / NR, lines = (int)(((size_t)d->K * NR * sizeof(float) + 63) / 64);
-    const int K = d->K, nkb = K > 2 * LANES_KC ? (K + LANES_KC - 1) / LANES_KC : 1;
-    const int kc = (K + nkb - 1) / nkb, T = S * nkb, share = (lines + T - 1) / T;
-    float part[nkb > 1 ? LANES_SB : 1][RT * NR] __attribute__((aligned(64)));
-    int c, s, s0, s1, kb, t;
+    const int share = (lines + S - 1) / S;
+    int c, s;
     for (c = d->c_beg; c < d->c_end; c++) {
-        const float* b = d->pb + (size_t)c * K * NR;
-        t = 0;
-        for (s0 = d->s_beg; s0 < d->s_end; s0 += nkb > 1 ? LANES_SB : 1) {
-            s1 = nkb > 1 && d->s_end - s0 > LANES_SB ? s0 + LANES_SB : nkb > 1 ? d->s_end : s0 + 1;
-            for (kb = 0; kb < nkb; kb++) {
-                const int k0 = kb * kc, k1 = K - k0 < kc ? K : k0 + kc;
-                for (s = s0; s < s1; s++, t++) {
-                    const int oh = s / segs, piece = s % segs;
-                    const int ow = piece * len + (piece < extra ? piece : extra), R = len + (piece < extra);
-                    lanes_pf pf;
-                    pf.at = (const char*)(b + (size_t)K * NR) + (size_t)t * share * 64;
-                    pf.lines = c + 1 < panels ? (lines - t * share < share ? lines - t * share : share) : 0;
-                    if (pf.lines < 0) pf.lines = 0;
-                    pf.every = pf.lines > 0 && (k1 - k0) / pf.lines > LANES_PF_STEPS ? (k1 - k0) / pf.lines
-                                                                                    : LANES_PF_STEPS;
-                    pf.per = pf.lines > 0 ? (int)(((size_t)pf.lines * pf.every + (k1 - k0) - 1) / (k1 - k0)) : 0;
-                    LANES_TILES[R - 1](d, b + (size_t)k0 * NR, d->x + (size_t)oh * d->Wq + ow, k0, k1,
-                                       kb ? part[s - s0] : NULL, kb + 1 < nkb ? part[s - s0] : NULL,
-                                       c * NR, oh * d->OW + ow, &pf);
-                }
-            }
+        const float* b = d->pb + (size_t)c * d->K * NR;
+        for (s = d->s_beg; s < d->s_end; s++) {
+            const int oh = s / segs, piece = s % segs, t = s - d->s_beg;
+            const int ow = piece * len + (piece < extra ? piece : extra), R = len + (piece < extra);
+            lanes_pf pf;
+            pf.at = (const char*)(b + (size_t)d->K * NR) + (size_t)t * share * 64;
+            pf.lines = c + 1 < panels ? (lines - t * share < share ? lines - t * share : share) : 0;
+            pf.every = pf.lines > 0 && d->K / pf.lines > LANES_PF_STEPS ? d->K / pf.lines : LANES_PF_STEPS;
+            pf.per = pf.lines > 0 ? (int)(((size_t)pf.lines * pf.every + d->K - 1) / d->K) : 0;
+            LANES_TILES[R - 1](d, b, d->x + (size_t)oh * d->Wq + ow, c * NR, oh * d->OW + ow, &pf);
         }
     }
 }

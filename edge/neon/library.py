@@ -780,8 +780,9 @@ class KernelLibrary:
         return Plan(self, "oxk_qgemm_run", st, [packed_b, b, sc])
 
     def quant_args(self, dtype: np.dtype, scale: float, zero: int) -> Any:
-        """oxk_quant_args for QuantizeLinear / DequantizeLinear (scale 1, zero 0: Cast)."""
-        return self.structs["oxk_quant_args"](QT[np.dtype(dtype)], int(zero), float(scale))
+        """oxk_quant_args for QuantizeLinear / DequantizeLinear (scale 1, zero 0: Cast, which also
+        reads int64 and bool)."""
+        return self.structs["oxk_quant_args"](CAST_FROM[np.dtype(dtype)], int(zero), float(scale))
 
     def quantize(self, x: np.ndarray, scale: float, zero: int, dtype: np.dtype) -> np.ndarray:
         """saturate(round_half_even(x / scale) + zero) as int8/uint8 (oxk_quantize)."""
@@ -799,7 +800,7 @@ class KernelLibrary:
                                   % getattr(x, "dtype", x))
         x = np.ascontiguousarray(x)
         y = np.empty(x.shape, np.float32)
-        args = self.structs["oxk_quant_args"](CAST_FROM[x.dtype], int(zero), float(scale))
+        args = self.quant_args(x.dtype, scale, zero)
         self._check(self._lib.oxk_dequantize(ctypes.addressof(args), x.size, _p(x), _p(y)), "dequantize")
         return y
 

@@ -83,11 +83,10 @@ CONV_CASES = [
     (1, 12, 5, 33, 48, 1, 3, 3, (1, 1), (2, 2), (2, 1, 2, 3)),    # dilated; 48 = 1.5 AVX-512 panels
     (1, 9, 6, 31, 32, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),     # 31 = uneven row segments
     (1, 16, 1, 45, 32, 1, 1, 5, (1, 1), (1, 1), (0, 2, 0, 2)),    # 1-D
-    # long K in blocks (weights of a block stay in L1, partial sums buffered), 18 segments in
-    # runs of 8; a partial last panel
-    (1, 40, 6, 37, 64, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),    # K = 360
+    # long K over many row segments; a partial last panel
+    (1, 40, 6, 37, 64, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),    # K = 360, 18 segments
     (1, 33, 4, 20, 48, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),    # K = 297, 48 = 1.5 panels
-    (1, 64, 3, 21, 32, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),    # K = 576: blocks on AVX2 too
+    (1, 64, 3, 21, 32, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),    # K = 576
 ]
 # The backends with the lanes path (forced on every case there)
 LANES_ISAS = ("avx2+fma", "avx512f")

@@ -331,9 +331,10 @@ class _WasmStep:
 
 def direct_program(session: Any, feeds: Dict[str, Any]) -> Optional[program.WasmProgram]:
     """The compiled program that computes every output of `session` (float32) from exactly `feeds`
-    (numpy arrays of the element types the program reads), when the session's plan is one WasmSimdExecutionProvider step and that step has a
-    program for the feeds' signature (built by an earlier run); None otherwise. onnxedge.js runs
-    such a program straight from JS (`WasmProgram.describe`), without a call into Python."""
+    (numpy arrays of the element types the program reads), when the session's plan is one
+    WasmSimdExecutionProvider step and that step has a program for the feeds' signature (built by
+    an earlier run); None otherwise. onnxedge.js runs such a program straight from JS
+    (`WasmProgram.describe`), without a call into Python."""
     steps = session.plan.steps
     if len(steps) != 1 or steps[0].provider != WasmSimdExecutionProvider.name:
         return None
