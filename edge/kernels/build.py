@@ -30,7 +30,7 @@ from typing import List, Optional
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIBDIR = os.path.join(os.path.dirname(HERE), "neon", "lib")
 BUILD = os.path.join(HERE, "build")
-SOURCES = ["common.c", "threadpool.c", "matmul.c", "conv.c", "pool.c", "matmul_int8.c", "ref.c", "layout.c",
+SOURCES = ["common.c", "threadpool.c", "matmul.c", "conv.c", "conv_winograd.c", "pool.c", "matmul_int8.c", "ref.c", "layout.c",
            "elementwise.c", "normalization.c", "movement.c", "program.c", "quantization.c", "attention.c",
            "recurrent.c"]
 HEADERS = ["oxk.h", "oxk_libc.h", "vec.h", "matmul_int8_impl.h", "gemm_isa.h", "matmul_x86_impl.h",

@@ -19,6 +19,8 @@
  *    planes, their phases zeroed once), each channel's taps summed as
  *    shifted streams over its flat phase planes (conv_dw.h), vectorized with the chosen ISA
  *    (AVX2+FMA / AVX-512F on x86-64, like the SGEMM cores; NEON, wasm simd128, SSE2 otherwise).
+ *  - Winograd F(2x2, 3x3) (conv_winograd.c) for 3x3 stride-1 convs with many channels, on the
+ *    weights oxk_conv_pack_winograd transformed (the caller chooses it: oxk_conv_winograd_size).
  *  - a direct 3x3 stride-1 path (forced only: im2col + the register-tiled GEMM needs fewer
  *    instructions even with 3 input channels).
  * Weights may be pre-packed once (oxk_conv_pack) as the A operand of the per-group GEMM. Padded
@@ -715,6 +717,10 @@ static int conv2d_impl(const float* x, int N, int C, int H, int Wd,
         if (!packW || group != 1 || kh != 1 || kw != 1) return OXK_EARG;
         lanes_packed = 1;
         path = OXK_CONV_LANES;
+    }
+    if (path == OXK_CONV_WINOGRAD) {   /* packW: oxk_conv_pack_winograd's */
+        if (!packW || !direct || OH != H + pt + pb - 2 || OW != Wd + pl + pr - 2) return OXK_EARG;
+        return N ? oxk_conv_winograd_run(x, N, C, H, Wd, packW, Cout, pt, pl, bias, z, act, p0, p1, y, OH, OW) : 0;
     }
     if (path == OXK_CONV_AUTO)
         path = depthwise ? OXK_CONV_DEPTHWISE : lanes_packed ? OXK_CONV_LANES : OXK_CONV_IM2COL;

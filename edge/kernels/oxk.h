@@ -29,7 +29,8 @@ enum { OXK_BIAS_NONE = 0, OXK_BIAS_ROW = 1, OXK_BIAS_COL = 2 };
 /* Convolution paths (OXK_CONV_AUTO picks one; the others force a path, for tests). */
 enum { OXK_CONV_AUTO = 0, OXK_CONV_IM2COL = 1, OXK_CONV_DIRECT3X3 = 2, OXK_CONV_DEPTHWISE = 3,
        OXK_CONV_LANES = 4, OXK_CONV_DEPTHWISE_PHASES = 5 /* depthwise without the 3x3 stride-1 direct rows */,
-       OXK_CONV_LANES_PACKED = 6 /* the lanes path on packW from oxk_conv_pack_lanes */ };
+       OXK_CONV_LANES_PACKED = 6 /* the lanes path on packW from oxk_conv_pack_lanes */,
+       OXK_CONV_WINOGRAD = 7 /* 3x3 stride 1 by F(2x2, 3x3) on packW from oxk_conv_pack_winograd */ };
 
 typedef struct { int act; float p0, p1; } oxk_epilogue;
 
@@ -76,6 +77,12 @@ OXK_API int oxk_conv_pack(const float* W, int Cout, int Cin_g, int kh, int kw, i
  * and CPU keep the GEMM. */
 OXK_API size_t oxk_conv_lanes_1x1(int Cout, int Cin, int positions);
 OXK_API int oxk_conv_pack_lanes(const float* W, int Cout, int Cin, float* packed);
+/* 3x3 stride-1 undilated convolutions of group 1 by Winograd's F(2x2, 3x3) (conv_winograd.c):
+ * oxk_conv_winograd_size gives the size of the weights transformed and packed for that
+ * (oxk_conv_pack_winograd, then path OXK_CONV_WINOGRAD), or 0 where the direct paths are faster
+ * (few channels or outputs). The result is the direct sum's to a few roundings, not its bits. */
+OXK_API size_t oxk_conv_winograd_size(int Cout, int Cin, int OH, int OW);
+OXK_API int oxk_conv_pack_winograd(const float* W, int Cout, int Cin, float* packed);
 OXK_API int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
                        const float* W, const float* packW, int Cout, int kh, int kw, int group,
                        int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr,
@@ -151,6 +158,10 @@ void oxk_aligned_free(void* p);
 #define OXK_SCRATCH_SLOTS 4
 enum { OXK_SCRATCH_PACK_A = 0, OXK_SCRATCH_PACK_B = 1, OXK_SCRATCH_PAD = 2, OXK_SCRATCH_PANELS = 3 };
 void* oxk_scratch(int slot, size_t bytes);
+/* OXK_CONV_WINOGRAD's run (conv_winograd.c), its arguments checked by oxk_conv2d. */
+int oxk_conv_winograd_run(const float* x, int N, int C, int H, int W, const float* packU, int Cout,
+                          int pt, int pl, const float* bias, const float* z, int act, float p0, float p1,
+                          float* y, int OH, int OW);
 /* Builds without pthreads: which thread runs this (0: the caller's, the main instance; i + 1: Web
  * Worker i of the wasm threads build), so per-thread state (the scratch blocks) needs no TLS. */
 #define OXK_THREAD_SLOTS 64

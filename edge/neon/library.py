@@ -29,7 +29,7 @@ LIB_NAME = "libonnxedge_kernels"
 ACT = dict(fused_ops.C_CODES)   # name -> OXK_ACT_* code (fused_ops.Activation)
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
 CONV_PATHS = {"auto": 0, "im2col": 1, "direct3x3": 2, "depthwise": 3, "lanes": 4, "depthwise_phases": 5,
-              "lanes_packed": 6}
+              "lanes_packed": 6, "winograd": 7}
 
 _c_int, _c_float, _c_size = ctypes.c_int, ctypes.c_float, ctypes.c_size_t
 _ptr = ctypes.c_void_p
@@ -49,6 +49,8 @@ _SIGS = {
     "oxk_conv_pack": (_c_int, [_ptr] + [_c_int] * 5 + [_ptr]),
     "oxk_conv_lanes_1x1": (_c_size, [_c_int] * 3),
     "oxk_conv_pack_lanes": (_c_int, [_ptr, _c_int, _c_int, _ptr]),
+    "oxk_conv_winograd_size": (_c_size, [_c_int] * 4),
+    "oxk_conv_pack_winograd": (_c_int, [_ptr, _c_int, _c_int, _ptr]),
     "oxk_conv2d": (_c_int, [_ptr] + [_c_int] * 4 + [_ptr, _ptr] + [_c_int] * 12
                    + [_ptr, _c_int, _c_float, _c_float, _ptr, _c_int, _c_int, _c_int]),
     "oxk_pool2d": (_c_int, [_ptr] + [_c_int] * 15 + [_ptr, _c_int, _c_int]),
@@ -365,6 +367,22 @@ class KernelLibrary:
         co, ci = w.shape[0], int(np.prod(w.shape[1:]))
         out = np.empty(self._lib.oxk_pack_b_size(co, ci), np.float32)
         self._check(self._lib.oxk_conv_pack_lanes(_p(w), co, ci, _p(out)), "conv_pack_lanes")
+        return out
+
+    def conv_winograd_fits(self, w: np.ndarray, out_hw: Sequence[int]) -> bool:
+        """Whether a 3x3 stride-1 undilated conv of group 1 with weights w (Cout, Cin, 3, 3) and
+        outputs out_hw runs faster on path 'winograd' (oxk_conv_winograd_size) with this library."""
+        return bool(self._lib.oxk_conv_winograd_size(int(w.shape[0]), int(w.shape[1]), int(out_hw[0]),
+                                                     int(out_hw[1])))
+
+    def conv_pack_winograd(self, w: np.ndarray) -> np.ndarray:
+        """3x3 weights (Cout, Cin, 3, 3) transformed and packed for path 'winograd'."""
+        w = _f32("W", w)
+        if w.ndim != 4 or w.shape[2:] != (3, 3):
+            raise InvalidArgument("conv_pack_winograd: weights must be (Cout, Cin, 3, 3), got %s" % (w.shape,))
+        co, ci = w.shape[:2]
+        out = np.empty(16 * self._lib.oxk_pack_a_size(co, ci), np.float32)
+        self._check(self._lib.oxk_conv_pack_winograd(_p(w), co, ci, _p(out)), "conv_pack_winograd")
         return out
 
     def conv2d(self, x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray], group: int,

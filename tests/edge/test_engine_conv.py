@@ -250,6 +250,76 @@ def test_pointwise_lanes_packed_against_float64():
                    packed_w=np.zeros(64, np.float32), path="lanes_packed")
 
 
+# Winograd F(2x2, 3x3): N, Cin, H, W, Cout, pads (t, l, b, r). Odd and even outputs, asymmetric
+# pads, channel counts off the SGEMM tiles, and (256 + 256 channels: 32 tiles a block) blocks
+# that start inside a row of tiles.
+WINOGRAD_CASES = [(2, 32, 8, 8, 32, (1, 1, 1, 1)), (1, 40, 9, 13, 36, (0, 2, 1, 0)),
+                  (1, 64, 5, 30, 72, (1, 1, 1, 1)), (1, 256, 20, 22, 256, (1, 1, 1, 1)),
+                  (1, 33, 3, 3, 48, (2, 2, 2, 2))]
+
+
+def check_winograd(lib: L.KernelLibrary) -> None:
+    """Path 'winograd' against float64 (activations, a residual Z), and 1 and 2 threads bitwise."""
+    for i, (n, ci, h, w_, co, pads) in enumerate(WINOGRAD_CASES):
+        rng = np.random.default_rng(90 + i)
+        x = rng.standard_normal((n, ci, h, w_)).astype(np.float32)
+        w = rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        hw = (h + pads[0] + pads[2] - 2, w_ + pads[1] + pads[3] - 2)
+        pw = lib.conv_pack_winograd(w)
+        want, bound, k = conv_reference(np_conv, x, w, b, group=1, pads=[pads[0], pads[1], pads[2], pads[3]])
+        z = rng.standard_normal(want.shape).astype(np.float32)
+        for act, p in ACTS:
+            what = "winograd %s act %r (%s)" % ((n, ci, h, w_, co, pads), act, lib.backend)
+            got = lib.conv2d(x, w, b, 1, (1, 1), (1, 1), pads, hw, act, p, packed_w=pw, path="winograd")
+            assert_close_to_reference(got, activation_reference(want, act, p), activation_bound(bound, act), k,
+                                      what, rel=1e-6)
+            got = conv_z(lib, x, w, b, 1, (1, 1), (1, 1), pads, hw, act, p, z, pw, "winograd")
+            assert_close_to_reference(got, activation_reference(want + z, act, p),
+                                      activation_bound(bound + np.abs(z), act), k + 1, what + " + Z", rel=1e-6)
+    old = lib.num_threads()
+    try:
+        outs = []
+        for t in (1, 2):
+            lib.set_num_threads(t)
+            n, ci, h, w_, co, pads = WINOGRAD_CASES[3]
+            rng = np.random.default_rng(7)
+            x = rng.standard_normal((n, ci, h, w_)).astype(np.float32)
+            w = rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
+            outs.append(lib.conv2d(x, w, None, 1, (1, 1), (1, 1), pads, (h, w_), "Relu",
+                                   packed_w=lib.conv_pack_winograd(w), path="winograd").tobytes())
+        assert outs[0] == outs[1]
+    finally:
+        lib.set_num_threads(old)
+
+
+def test_winograd_against_float64():
+    """3x3 stride-1 convs by F(2x2, 3x3) (oxk_conv_pack_winograd, path winograd) on the chosen
+    core and the generic build: within the transforms' tolerance of float64."""
+    check_winograd(L.load())
+    check_winograd(L.load("generic"))
+
+
+def test_winograd_choice_and_refusals():
+    """oxk_conv_winograd_size: few channels or outputs keep the direct paths, and large weights
+    need many tiles; the path refuses what it cannot run (a stride, no packing)."""
+    lib = L.load()
+    w = np.zeros((64, 64, 3, 3), np.float32)
+    assert lib.conv_winograd_fits(w, (8, 32)) and lib.conv_winograd_fits(w, (7, 7))
+    assert not lib.conv_winograd_fits(np.zeros((64, 16, 3, 3), np.float32), (32, 32))
+    assert not lib.conv_winograd_fits(w, (4, 4))                        # 4 tiles
+    big = np.zeros((512, 512, 3, 3), np.float32)                      # 16 MB transformed
+    assert lib.conv_winograd_fits(big, (16, 16)) and not lib.conv_winograd_fits(big, (7, 7))
+    x = np.zeros((1, 64, 8, 8), np.float32)
+    pw = lib.conv_pack_winograd(w)
+    with pytest.raises(onnxedge.errors.InvalidArgument):
+        lib.conv2d(x, w, None, 1, (2, 2), (1, 1), (1, 1, 1, 1), (4, 4), packed_w=pw, path="winograd")
+    with pytest.raises(onnxedge.errors.InvalidArgument):
+        lib.conv2d(x, w, None, 1, (1, 1), (1, 1), (1, 1, 1, 1), (8, 8), path="winograd")
+    with pytest.raises(onnxedge.errors.InvalidArgument):
+        lib.conv_pack_winograd(np.zeros((4, 4, 5, 5), np.float32))
+
+
 def test_conv_forced_paths_and_threads_bitwise():
     """Forced depthwise / direct3x3 agree with im2col within tolerance; 1 and 2 threads give the
     same bits (K is never split, col2im adds taps in order)."""
@@ -298,7 +368,7 @@ def test_conv_per_forced_isa(isa):
         pytest.skip("this CPU lacks %s" % ", ".join(sorted(ISAS[isa] - _cpu_flags())))
     code = ("import sys; sys.path[:0] = [%r, %r]\n"
             "import test_engine_conv as t; from onnxedge.edge.neon import library as L\n"
-            "t.check_conv_paths(L.load(), L.load('generic')); t.check_convt(L.load())\n"
+            "t.check_conv_paths(L.load(), L.load('generic')); t.check_convt(L.load()); t.check_winograd(L.load())\n"
             "print(L.load().backend)") % (os.path.dirname(os.path.abspath(__file__)),
                                           os.path.join(REPO, "tests"))
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=dict(os.environ, OXK_ISA=isa),
@@ -333,6 +403,7 @@ SESSION_CASES = [
     ("Conv", (1, 96, 7, 7), (64, 96, 1, 1), (64,), "Clip", {}),       # pointwise, few positions:
     ("Conv", (2, 64, 40), (32, 64, 1), (32,), "Relu", {}),             # channels along the lanes on
     ("Conv", (1, 64, 9, 9), (32, 64, 1, 1), (32,), None, {}),          # AVX-512 (81 positions: GEMM)
+    ("Conv", (1, 48, 10, 17), (40, 48, 3, 3), (40,), "Relu", dict(pads=[1, 1, 1, 1])),   # Winograd
     ("ConvTranspose", (1, 4, 9, 7), (4, 3, 2, 2), (6,), "Relu", dict(group=2, strides=[2, 2])),
     ("ConvTranspose", (2, 4, 9, 7), (4, 3, 3, 3), (3,), None,
      dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
