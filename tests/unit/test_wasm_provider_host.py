@@ -405,3 +405,32 @@ def test_without_the_module_the_native_engine_stays(kernels):
         assert WASM not in {r["provider"] for r in sess.partition_report()}
     finally:
         transport.install(kernels)
+
+
+def test_winograd_convs_in_the_page_path(kernels):
+    """A 3x3 stride-1 conv with many channels (and a residual Z) takes Winograd F(2x2, 3x3) in the
+    page's ConvOp (its weights packed once for it), node by node and as a program, within
+    onnxruntime's tolerance; a strided one keeps the auto path."""
+    rng = np.random.default_rng(11)
+    w = numpy_helper.from_array((rng.standard_normal((40, 48, 3, 3)) * 0.1).astype(np.float32), "w")
+    w2 = numpy_helper.from_array((rng.standard_normal((40, 40, 3, 3)) * 0.1).astype(np.float32), "w2")
+    b = numpy_helper.from_array(rng.standard_normal(40).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Conv", ["r", "w2", "b"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r"], ["y"]),
+             helper.make_node("Conv", ["y", "w2"], ["s"], pads=[1, 1, 1, 1], strides=[2, 2])]
+    g = helper.make_graph(nodes, "wino", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 48, 11, 17])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "s")], [w, w2, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    feeds = {"x": rng.standard_normal((1, 48, 11, 17)).astype(np.float32)}
+    want = _reference(m, feeds)
+    for programs in ("0", "1"):
+        kernels.counts.clear()
+        sess = _session(m, programs=programs)
+        for _ in range(2):
+            outs = sess.run(None, feeds)
+            for have, ref in zip(outs, want):
+                np.testing.assert_allclose(have, ref, rtol=RTOL, atol=ATOL)
+        assert kernels.counts.get("oxk_conv_pack_winograd") == 2, kernels.counts   # the two stride-1 convs

@@ -147,6 +147,23 @@ class ConvOp(Op):
         self.bias = self.keep(k.put(consts[ins[2]])) if ins[2] else 0
         self.z = ins[3]
         self._fused: Dict[Shape, Optional[Tuple[int, Shape, int]]] = {}
+        self._winograd = 0   # the weights packed for Winograd F(2x2, 3x3), made on first need
+
+    def _path_for(self, strides: Sequence[int], dil: Sequence[int], hw: Sequence[int]) -> Tuple[int, int]:
+        """(path, packed weights) for outputs hw: Winograd where oxk_conv_winograd_size takes the
+        conv (3x3 stride 1 of group 1 with many channels and outputs), else the auto path."""
+        co, ci, kh, kw = self.w.shape
+        k = self.kernels
+        if self.group != 1 or (kh, kw) != (3, 3) or tuple(strides) != (1, 1) or tuple(dil) != (1, 1):
+            return transport.CONV_AUTO, self.packed
+        size = k.call("oxk_conv_winograd_size", co, ci, int(hw[0]), int(hw[1]))
+        if not size:
+            return transport.CONV_AUTO, self.packed
+        if not self._winograd:
+            self._winograd = self.keep(k.alloc(4 * size))
+            k.check(k.call("oxk_conv_pack_winograd", self.weight, co, ci, self._winograd),
+                    "%s: packing W for Winograd" % self.what)
+        return transport.CONV_WINOGRAD, self._winograd
 
     def plan_for(self, x: Shape) -> Optional[Tuple[int, Shape, int]]:
         """(plan pointer, output shape, batch) for inputs of shape `x` (made once per shape; with a
@@ -170,6 +187,7 @@ class ConvOp(Op):
     def release(self) -> None:
         super().release()
         self._fused = {}
+        self._winograd = 0
 
     def _plan(self, x: Shape, fused: bool) -> Optional[Tuple[int, Shape, int]]:
         from onnxedge.geometry import conv_geometry
@@ -190,11 +208,12 @@ class ConvOp(Op):
         else:
             strides, dil = self.strides, self.dil
         p0, p1 = self.params if fused else (0.0, 0.0)
+        path, packed = self._path_for(strides, dil, hw)
         plan = self.keep(self.kernels.put_struct("oxk_conv_plan", (
             x[1], x[2], x[3], co, kh, kw, self.group, strides[0], strides[1],
             dil[0], dil[1], beg[0], beg[1], end[0], end[1], int(hw[0]), int(hw[1]),
-            claims.ACT[self.act] if fused else 0, transport.CONV_AUTO, p0, p1,
-            self.weight, self.packed, self.bias)))
+            claims.ACT[self.act] if fused else 0, path, p0, p1,
+            self.weight, packed, self.bias)))
         return plan, out, x[0]
 
     def _bind(self, shapes: Tuple[Shape, ...]) -> Optional[Bound]:

@@ -21,6 +21,7 @@ from onnxedge.errors import Fail, InvalidArgument
 
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
 CONV_AUTO = 0
+CONV_WINOGRAD = 7   # oxk.h OXK_CONV_WINOGRAD: packW from oxk_conv_pack_winograd
 MAX, AVG = 0, 1
 
 
@@ -204,4 +205,4 @@ def install(kernels: Optional[Kernels]) -> None:
 
 
 __all__ = ["Kernels", "JsKernels", "current", "install",
-           "BIAS_NONE", "BIAS_ROW", "BIAS_COL", "CONV_AUTO", "MAX", "AVG"]
+           "BIAS_NONE", "BIAS_ROW", "BIAS_COL", "CONV_AUTO", "CONV_WINOGRAD", "MAX", "AVG"]
