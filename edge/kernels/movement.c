@@ -186,7 +186,35 @@ int oxk_gather(const oxk_gather_args* g, const float* a, const void* index, floa
 
 /* ---------------------------------------------------------------------------------- resample */
 
-typedef struct { const oxk_resample_args* g; const float* a; float* y; long rows, per_task; } resample_job;
+typedef struct {
+    const oxk_resample_args* g;
+    const float* a;
+    float* y;
+    long rows, per_task;
+    int up;   /* the columns' table is nearest upsampling by this whole factor (ix[ox] = ox / up), or 0 */
+} resample_job;
+
+/* The whole factor f >= 2 a one-tap column table upsamples by (ow = f iw, ix[ox] = ox / f, every
+ * weight 1: each input value copied f times), or 0. */
+static int nearest_upscale(const oxk_resample_args* g) {
+    int f, ox;
+    if (g->tx != 1 || g->ow % g->iw || g->ow / g->iw < 2) return 0;
+    f = g->ow / g->iw;
+    for (ox = 0; ox < g->ow; ox++)
+        if (g->ix[ox] != ox / f || g->wx[ox] != 1.0f) return 0;
+    return f;
+}
+
+/* dst[f i + k] = src[i] for k < f: nearest upsampling of one row (copies, no arithmetic). */
+static void upsample_row(const float* src, float* dst, int iw, int f) {
+    int i, k;
+    if (f == 2) {
+        for (i = 0; i < iw; i++) { dst[2 * i] = src[i]; dst[2 * i + 1] = src[i]; }
+        return;
+    }
+    for (i = 0; i < iw; i++, dst += f)
+        for (k = 0; k < f; k++) dst[k] = src[i];
+}
 
 /* Output row r (plane p, row oy) from the columns' pass over `rows` (iw values: the rows' pass of
  * this output row, or the input row itself when that pass is one tap of weight 1, which is exact). */
@@ -237,7 +265,8 @@ static void resample_task(void* ctx, int t) {
             continue;
         }
         if (ty == 1 && qy[0] == 1.0f) {
-            resample_columns(g, plane + (long)cy[0] * g->iw, dst);
+            if (j->up) upsample_row(plane + (long)cy[0] * g->iw, dst, g->iw, j->up);
+            else resample_columns(g, plane + (long)cy[0] * g->iw, dst);
             continue;
         }
         if (tmp) {   /* the rows' pass over the whole row (the CPU kernel resizes axis H first) */
@@ -288,6 +317,7 @@ int oxk_resample(const oxk_resample_args* g, const float* a, float* y) {
     for (k = 0; k < (long)g->ow * g->tx; k++)
         if (g->ix[k] < 0 || g->ix[k] >= g->iw) return OXK_EARG;
     j.g = g; j.a = a; j.y = y;
+    j.up = nearest_upscale(g);
     j.rows = (long)g->planes * g->oh;
     j.per_task = (long)g->ow * g->tx >= CHUNK ? 1 : CHUNK / ((long)g->ow * g->tx);
     oxk_parallel_for((int)((j.rows + j.per_task - 1) / j.per_task), resample_task, &j);

@@ -77,6 +77,16 @@ CASES = [
     ("s2d", "SpaceToDepth", {"blocksize": 2}, [(2, 3, 6, 4)], {}, 17, 1),
     ("resize-nearest-2x", "Resize", {"mode": "nearest"}, [(1, 3, 4, 5)],
      {2: np.array([1, 1, 2, 2], np.float32)}, 17, 1),
+    # whole-factor nearest upsampling (movement.c copies each value f times) and tables that only
+    # look like it (ceil's ix = 0, 1, 1, 2, 2, ...)
+    ("resize-nearest-3x-asym", "Resize", {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                                          "nearest_mode": "floor"}, [(1, 2, 3, 7)],
+     {2: np.array([1, 1, 3, 3], np.float32)}, 17, 1),
+    ("resize-nearest-w2", "Resize", {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                                     "nearest_mode": "floor"}, [(2, 3, 4, 9)],
+     {2: np.array([1, 1, 1, 2], np.float32)}, 17, 1),
+    ("resize-nearest-2x-ceil", "Resize", {"mode": "nearest", "nearest_mode": "ceil"}, [(1, 2, 3, 6)],
+     {2: np.array([1, 1, 2, 2], np.float32)}, 17, 1),
     ("resize-linear-up", "Resize", {"mode": "linear"}, [(2, 3, 5, 4)],
      {2: np.array([1, 1, 2.5, 1.75], np.float32)}, 17, 1),
     ("resize-linear-down", "Resize", {"mode": "linear", "coordinate_transformation_mode": "asymmetric"},
