@@ -546,6 +546,16 @@ static void dw_loops(oxk_dw_rows_fn* rows, oxk_dw3_fn* dw3, oxk_dw16_fn* dw16) {
     *dw3 = dw3_vec;
 }
 
+/* Whether the 3x3 direct rows `fn` load their border vectors masked (AVX-512). */
+static int dw3_masked(oxk_dw3_fn fn) {
+#if defined(OXK_X86_GEMM)
+    return fn == oxk_dw3_avx512;
+#else
+    (void)fn;
+    return 0;
+#endif
+}
+
 /* Depthwise with 16 channels along the lanes: one task per (image, block of 16 channels). */
 static void dw16_task(void* ctx, int t) {
     conv_job* j = (conv_job*)ctx;
@@ -594,9 +604,11 @@ static void depthwise_task(void* ctx, int t) {
 }
 
 /* The narrowest output rows the 3x3 direct rows take: below, their border copies cost more than
- * the phases' padded copy (measured on x86-64 AVX-512 and AVX2: 112 and 56 wide faster, 40 and
- * less slower). */
+ * the phases' padded copy (measured on x86-64 AVX2: 112 and 56 wide faster, 40 and less slower).
+ * With masked border loads (AVX-512) the border costs one vector: measured against the phases
+ * 1.15x faster at 28 wide, 1.47x at 32, 1.04x at 40, 1.6-2x at 56 and 112; 20 wide 0.96x. */
 #define DW3_MIN_OW 48
+#define DW3_MIN_OW_MASKED 24
 
 /* Flat outputs per depthwise task: small planes share a task (its scratch and zeroing). */
 #define DW_TASK_FLAT 4096
@@ -615,7 +627,7 @@ static int conv_depthwise(conv_job* j) {
     j->rc = 0;
     dw_loops(&j->dw_fn, &j->dw3_fn, &j->dw16_fn);
     if (!(j->kh == 3 && j->kw == 3 && j->sh == j->sw && j->sh <= 2 && j->dh == 1 && j->dw == 1 &&
-          j->OW >= DW3_MIN_OW && j->dw3))
+          j->OW >= (dw3_masked(j->dw3_fn) ? DW3_MIN_OW_MASKED : DW3_MIN_OW) && j->dw3))
         j->dw3_fn = NULL;
     if (j->dw16_fn && j->dw3 && !j->dw3_fn && j->C >= 16 && j->kh * j->kw <= DW16_MAX_TAPS &&
         j->OH * j->OW <= DW16_MAX_P && (size_t)j->Hp * j->Wp <= 16 * DW16_MAX_P) {

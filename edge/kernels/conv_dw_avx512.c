@@ -20,6 +20,16 @@
         (o) = _mm512_permutex2var_ps(lo_, _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15,    \
                                                             13, 11, 9, 7, 5, 3, 1), hi_);         \
     } while (0)
+/* masked loads (lanes not in m read as zero and are not touched): the 3x3 rows' border vectors */
+#define V_MASKZ_LOAD(p, m) _mm512_maskz_loadu_ps((__mmask16)(m), p)
+#define V_LOAD_DEINT_MASKZ(p, mlo, mhi, e, o)                                                     \
+    do {                                                                                          \
+        const __m512 lo_ = V_MASKZ_LOAD(p, mlo), hi_ = V_MASKZ_LOAD((p) + 16, mhi);               \
+        (e) = _mm512_permutex2var_ps(lo_, _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14,    \
+                                                            12, 10, 8, 6, 4, 2, 0), hi_);         \
+        (o) = _mm512_permutex2var_ps(lo_, _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15,    \
+                                                            13, 11, 9, 7, 5, 3, 1), hi_);         \
+    } while (0)
 #include "conv_dw_impl.h"
 #include "conv_lanes_avx512.h"
 

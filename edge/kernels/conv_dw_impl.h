@@ -121,24 +121,87 @@ typedef void (*dw3_cols_fn)(const float* const* rows, const VT* wv, VT vb, int a
 DW3_COLS_FN(1, 1) DW3_COLS_FN(4, 1) DW3_COLS_FN(1, 2) DW3_COLS_FN(4, 2)
 #undef DW3_COLS_FN
 
+#if defined(V_MASKZ_LOAD)
+/* Lanes j with 0 <= c + j < W: a load from column c that stays inside the row. */
+static inline unsigned dw3_mask(int c, int W) {
+    const int lo = c < 0 ? -c : 0, hi = W - c < VW ? W - c : VW;
+    return hi <= lo ? 0u : (unsigned)(((1ull << hi) - 1) & ~((1ull << lo) - 1));
+}
+
+/* dw3_cols for the one vector of columns from ow at a border: each load masked to the row's
+ * columns [0, W) (rows[ii][S ow + q] is column S ow + q - pl; masked lanes read as zero and are not
+ * touched), in place of zero-padded copies: the same sums, so the same bits. */
+static inline __attribute__((always_inline)) void dw3_col_masked(const float* const* rows, const VT* wv,
+                                                                 VT vb, int act, VT lo, VT hi, float* out,
+                                                                 int OW, const int R, const int S, int ow,
+                                                                 int W, int pl) {
+    VT a[DW3_RB];
+    const int c = S * ow - pl;   /* the column of rows[ii][S ow] */
+    int r, ii;
+#pragma GCC unroll 4
+    for (r = 0; r < R; r++) a[r] = vb;
+#pragma GCC unroll 9
+    for (ii = 0; ii < DW3_IN(R, S); ii++) {
+        if (rows[ii]) {
+            const float* src = rows[ii] + S * ow;
+            VT x0, x1, x2;
+            if (S == 1) {
+                x0 = V_MASKZ_LOAD(src, dw3_mask(c, W));
+                x1 = V_MASKZ_LOAD(src + 1, dw3_mask(c + 1, W));
+                x2 = V_MASKZ_LOAD(src + 2, dw3_mask(c + 2, W));
+            } else {
+                VT odd2;
+                V_LOAD_DEINT_MASKZ(src, dw3_mask(c, W), dw3_mask(c + VW, W), x0, x1);
+                V_LOAD_DEINT_MASKZ(src + 2, dw3_mask(c + 2, W), dw3_mask(c + 2 + VW, W), x2, odd2);
+                (void)odd2;
+            }
+#pragma GCC unroll 4
+            for (r = 0; r < R; r++) {
+                const int i = ii - S * r;
+                if (i >= 0 && i < 3) {
+                    a[r] = V_FMA(x0, wv[i * 3], a[r]);
+                    a[r] = V_FMA(x1, wv[i * 3 + 1], a[r]);
+                    a[r] = V_FMA(x2, wv[i * 3 + 2], a[r]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (r = 0; r < R; r++) V_STORE(out + (size_t)r * OW + ow, dw_act(a[r], act, lo, hi));
+}
+#endif
+
 /* Output rows [oh, oh + R) at stride S: the interior columns [c0, c1) straight from the plane,
- * and one vector at each border from zero-padded copies of the S VW + 2 input columns it reads
- * (copied first, so the interior's work covers their stores' way to the cache before the border
- * vectors load them). */
+ * and one vector at each border: with masked loads where the ISA has them (AVX-512), else from
+ * zero-padded copies of the S VW + 2 input columns it reads (copied first, so the interior's work
+ * covers their stores' way to the cache before the border vectors load them). */
 static inline __attribute__((always_inline)) void dw3_rows(const float* x, int H, int W, int pt,
                                                            int pl, const VT* wv, VT vb, int act,
                                                            VT lo, VT hi, float* out, int OW, int oh,
                                                            const int R, const int S, int c0, int c1) {
-    float strip[2][DW3_IN(DW3_RB, 2)][2 * VW + 2];
     const float* rows[DW3_IN(DW3_RB, 2)];
-    const float* srows[2][DW3_IN(DW3_RB, 2)];
     const dw3_cols_fn cols = R == 1 ? (S == 1 ? dw3_cols_1_1 : dw3_cols_1_2)
                                     : (S == 1 ? dw3_cols_4_1 : dw3_cols_4_2);
-    int ii, e, q;
+    int ii;
+#if !defined(V_MASKZ_LOAD)
+    float strip[2][DW3_IN(DW3_RB, 2)][2 * VW + 2];
+    const float* srows[2][DW3_IN(DW3_RB, 2)];
+    int e, q;
+#endif
     for (ii = 0; ii < DW3_IN(R, S); ii++) {
         const int r = S * oh - pt + ii;
         rows[ii] = r >= 0 && r < H ? x + (size_t)r * W - pl : NULL;
     }
+#if defined(V_MASKZ_LOAD)
+    {   /* the border vectors at 0 and OW - VW masked, the vectors between them on the grid */
+        const int L = c0 > 0 ? VW : 0, Rt = c1 < OW ? OW - VW : OW;
+        float* o = out + (size_t)oh * OW;
+        if (c0 > 0) dw3_col_masked(rows, wv, vb, act, lo, hi, o, OW, R, S, 0, W, pl);
+        if (c1 < OW) dw3_col_masked(rows, wv, vb, act, lo, hi, o, OW, R, S, OW - VW, W, pl);
+        if (Rt - L >= VW) cols(rows, wv, vb, act, lo, hi, o, OW, L, Rt);
+        else if (Rt > L) dw3_col_masked(rows, wv, vb, act, lo, hi, o, OW, R, S, L, W, pl);
+    }
+#else
     for (e = 0; e < 2; e++) {   /* e 0: columns [0, VW); e 1: [OW - VW, OW) */
         const int first = e ? OW - VW : 0;
         if (e ? c1 >= OW : c0 <= 0) continue;
@@ -155,6 +218,7 @@ static inline __attribute__((always_inline)) void dw3_rows(const float* x, int H
     cols(rows, wv, vb, act, lo, hi, out + (size_t)oh * OW, OW, c0, c1);
     if (c0 > 0) cols(srows[0], wv, vb, act, lo, hi, out + (size_t)oh * OW, OW, 0, VW);
     if (c1 < OW) cols(srows[1], wv, vb, act, lo, hi, out + (size_t)oh * OW, OW, OW - VW, OW);
+#endif
 }
 
 static inline __attribute__((always_inline)) void dw3_plane(const float* x, int H, int W, int pt,

@@ -66,7 +66,8 @@ CONV_CASES = [
     (1, 4, 1, 100, 30, 1, 1, 3, (1, 1), (1, 1), (0, 1, 0, 1)),    # 1-D, 3 taps
     (1, 2, 3, 27, 40, 1, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),     # unpadded (read past the end)
     # 3x3 depthwise rows straight from the unpadded plane, output rows of 48 and more (interior
-    # vectors, the last one moved back, border vectors from padded copies; narrower: the phases)
+    # vectors, the last one moved back, border vectors from padded copies or masked loads;
+    # narrower: the phases)
     (1, 4, 9, 60, 4, 4, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),      # 58 interior columns
     (2, 3, 6, 50, 3, 3, 3, 3, (1, 1), (1, 1), (0, 2, 1, 0)),      # uneven pads, batch 2
     (1, 2, 3, 70, 2, 2, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),      # unpadded: one output row
@@ -74,6 +75,12 @@ CONV_CASES = [
     (1, 2, 2, 50, 2, 2, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),      # 2 rows: no full row
     (1, 3, 29, 100, 3, 3, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),    # stride 2: deinterleaved rows
     (2, 2, 15, 99, 2, 2, 3, 3, (2, 2), (1, 1), (0, 1, 2, 0)),     # stride 2, uneven pads
+    # AVX-512 loads the border vectors masked and takes rows from 24 wide (the others: 48)
+    (1, 4, 9, 28, 4, 4, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),      # 28: two border vectors
+    (1, 3, 7, 40, 3, 3, 3, 3, (1, 1), (1, 1), (0, 2, 1, 0)),      # 40, uneven pads: a middle one
+    (1, 2, 11, 56, 2, 2, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),     # stride 2 to 28
+    (1, 2, 9, 69, 2, 2, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),      # stride 2 to 35: a middle one
+    (2, 3, 5, 26, 3, 3, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),      # unpadded 24: no border vector
     # output channels along the lanes (x86 AVX-512 with packed weights of whole panels of NR
     # channels: the B panels; forced on AVX2 too; positions broadcast per row segment, stored
     # transposed)
