@@ -78,9 +78,10 @@ def test_layout_and_manifest(built, model):
     assert [o["name"] for o in entry["outputs"]] == [o.name for o in native.get_outputs()]
     assert entry["page"] == PAGE_META and entry["file"] == "models/clf.oxe"
     assert entry["bytes"] == os.path.getsize(os.path.join(dist, "models", "clf.oxe"))
-    # 230 KB: with Python 3.8 at hand the wheel holds .pyc, not .py (web/pyc.py), ~60% larger; the
-    # page engine's compiler (programs, data movement, int8, LSTM/GRU plans) is ~60 KB of it
-    assert m["sizes"]["wheel"] == os.path.getsize(built.wheel) < 230000
+    # 232 KB: with Python 3.8 at hand the wheel holds .pyc, not .py (web/pyc.py), ~60% larger; the
+    # page engine's compiler (programs, data movement, int8, LSTM/GRU plans, the Winograd choice)
+    # is ~60 KB of it
+    assert m["sizes"]["wheel"] == os.path.getsize(built.wheel) < 232000
 
 
 def test_default_pyodide_is_the_minimal_copy_of_0_17_1(built):
