@@ -63,6 +63,22 @@ void DW_NAME(const float* base, const size_t* off, int taps, const float* w, flo
 #define DW3_RB 4   /* output rows a block keeps in flight (one vector each) */
 #define DW3_IN(R, S) ((S) * ((R) - 1) + 3)   /* input rows of R output rows at stride S */
 
+/* Input row ii's three tap columns x0, x1, x2 into the sums of the output rows r it feeds (tap
+ * row ii - S r), taps in row-major order. */
+static inline __attribute__((always_inline)) void dw3_row_taps(VT* a, VT x0, VT x1, VT x2, const VT* wv,
+                                                               int ii, const int R, const int S) {
+    int r;
+#pragma GCC unroll 4
+    for (r = 0; r < R; r++) {
+        const int i = ii - S * r;
+        if (i >= 0 && i < 3) {
+            a[r] = V_FMA(x0, wv[i * 3], a[r]);
+            a[r] = V_FMA(x1, wv[i * 3 + 1], a[r]);
+            a[r] = V_FMA(x2, wv[i * 3 + 2], a[r]);
+        }
+    }
+}
+
 /* Output rows [0, R) (R a constant after inlining) of the block at out, columns [ow0, ow1) in
  * vectors (the last one moved back to end at ow1: it recomputes some outputs, to the same bits),
  * stride S (1 or 2, a constant). rows[ii] (ii < DW3_IN(R, S)) is input row ii of the block, indexed
@@ -92,15 +108,7 @@ static inline __attribute__((always_inline)) void dw3_cols(const float* const* r
                     V_LOAD_DEINT(src + 2, x2, odd2);
                     (void)odd2;
                 }
-#pragma GCC unroll 4
-                for (r = 0; r < R; r++) {
-                    const int i = ii - S * r;
-                    if (i >= 0 && i < 3) {
-                        a[r] = V_FMA(x0, wv[i * 3], a[r]);
-                        a[r] = V_FMA(x1, wv[i * 3 + 1], a[r]);
-                        a[r] = V_FMA(x2, wv[i * 3 + 2], a[r]);
-                    }
-                }
+                dw3_row_taps(a, x0, x1, x2, wv, ii, R, S);
             }
         }
 #pragma GCC unroll 4
@@ -155,15 +163,7 @@ static inline __attribute__((always_inline)) void dw3_col_masked(const float* co
                 V_LOAD_DEINT_MASKZ(src + 2, dw3_mask(c + 2, W), dw3_mask(c + 2 + VW, W), x2, odd2);
                 (void)odd2;
             }
-#pragma GCC unroll 4
-            for (r = 0; r < R; r++) {
-                const int i = ii - S * r;
-                if (i >= 0 && i < 3) {
-                    a[r] = V_FMA(x0, wv[i * 3], a[r]);
-                    a[r] = V_FMA(x1, wv[i * 3 + 1], a[r]);
-                    a[r] = V_FMA(x2, wv[i * 3 + 2], a[r]);
-                }
-            }
+            dw3_row_taps(a, x0, x1, x2, wv, ii, R, S);
         }
     }
 #pragma GCC unroll 4

@@ -36,14 +36,19 @@
 #define WINO_CACHED_BYTES (1 << 20)
 #define WINO_MIN_TILES_UNCACHED 64
 
-static size_t packed_size(int Cout, int Cin) { return 16 * oxk_pack_a_size(Cout, Cin); }
+size_t oxk_conv_winograd_pack_size(int Cout, int Cin) {
+    return Cout > 0 && Cin > 0 ? 16 * oxk_pack_a_size(Cout, Cin) : 0;
+}
 
-size_t oxk_conv_winograd_size(int Cout, int Cin, int OH, int OW) {
-    const size_t tiles = (size_t)((OH + 1) / 2) * ((OW + 1) / 2);
-    if (Cout < WINO_MIN_CHANNELS || Cin < WINO_MIN_CHANNELS || OH <= 0 || OW <= 0 || tiles < WINO_MIN_TILES)
+size_t oxk_conv_winograd_size(int Cout, int Cin_g, int kh, int kw, int group, int sh, int sw, int dh,
+                              int dw, int OH, int OW) {
+    size_t tiles;
+    if (kh != 3 || kw != 3 || group != 1 || sh != 1 || sw != 1 || dh != 1 || dw != 1 || OH <= 0 || OW <= 0)
         return 0;
-    if (tiles < WINO_MIN_TILES_UNCACHED && 16 * (size_t)Cout * Cin * sizeof(float) > WINO_CACHED_BYTES) return 0;
-    return packed_size(Cout, Cin);
+    tiles = (size_t)((OH + 1) / 2) * ((OW + 1) / 2);
+    if (Cout < WINO_MIN_CHANNELS || Cin_g < WINO_MIN_CHANNELS || tiles < WINO_MIN_TILES) return 0;
+    if (tiles < WINO_MIN_TILES_UNCACHED && 16 * (size_t)Cout * Cin_g * sizeof(float) > WINO_CACHED_BYTES) return 0;
+    return oxk_conv_winograd_pack_size(Cout, Cin_g);
 }
 
 int oxk_conv_pack_winograd(const float* W, int Cout, int Cin, float* packed) {

@@ -78,10 +78,14 @@ OXK_API int oxk_conv_pack(const float* W, int Cout, int Cin_g, int kh, int kw, i
 OXK_API size_t oxk_conv_lanes_1x1(int Cout, int Cin, int positions);
 OXK_API int oxk_conv_pack_lanes(const float* W, int Cout, int Cin, float* packed);
 /* 3x3 stride-1 undilated convolutions of group 1 by Winograd's F(2x2, 3x3) (conv_winograd.c):
- * oxk_conv_winograd_size gives the size of the weights transformed and packed for that
- * (oxk_conv_pack_winograd, then path OXK_CONV_WINOGRAD), or 0 where the direct paths are faster
- * (few channels or outputs). The result is the direct sum's to a few roundings, not its bits. */
-OXK_API size_t oxk_conv_winograd_size(int Cout, int Cin, int OH, int OW);
+ * oxk_conv_winograd_size gives, for a conv's geometry and output size, the size of the weights
+ * transformed and packed for that (oxk_conv_pack_winograd, then path OXK_CONV_WINOGRAD), or 0 where
+ * the path does not apply or the direct paths are faster (few channels or outputs);
+ * oxk_conv_winograd_pack_size is that size whatever the choice (for a forced path). The result is
+ * the direct sum's to a few roundings, not its bits. */
+OXK_API size_t oxk_conv_winograd_size(int Cout, int Cin_g, int kh, int kw, int group, int sh, int sw,
+                                      int dh, int dw, int OH, int OW);
+OXK_API size_t oxk_conv_winograd_pack_size(int Cout, int Cin);
 OXK_API int oxk_conv_pack_winograd(const float* W, int Cout, int Cin, float* packed);
 OXK_API int oxk_conv2d(const float* x, int N, int C, int H, int Wd,
                        const float* W, const float* packW, int Cout, int kh, int kw, int group,

@@ -49,7 +49,8 @@ _SIGS = {
     "oxk_conv_pack": (_c_int, [_ptr] + [_c_int] * 5 + [_ptr]),
     "oxk_conv_lanes_1x1": (_c_size, [_c_int] * 3),
     "oxk_conv_pack_lanes": (_c_int, [_ptr, _c_int, _c_int, _ptr]),
-    "oxk_conv_winograd_size": (_c_size, [_c_int] * 4),
+    "oxk_conv_winograd_size": (_c_size, [_c_int] * 11),
+    "oxk_conv_winograd_pack_size": (_c_size, [_c_int] * 2),
     "oxk_conv_pack_winograd": (_c_int, [_ptr, _c_int, _c_int, _ptr]),
     "oxk_conv2d": (_c_int, [_ptr] + [_c_int] * 4 + [_ptr, _ptr] + [_c_int] * 12
                    + [_ptr, _c_int, _c_float, _c_float, _ptr, _c_int, _c_int, _c_int]),
@@ -369,11 +370,15 @@ class KernelLibrary:
         self._check(self._lib.oxk_conv_pack_lanes(_p(w), co, ci, _p(out)), "conv_pack_lanes")
         return out
 
-    def conv_winograd_fits(self, w: np.ndarray, out_hw: Sequence[int]) -> bool:
-        """Whether a 3x3 stride-1 undilated conv of group 1 with weights w (Cout, Cin, 3, 3) and
-        outputs out_hw runs faster on path 'winograd' (oxk_conv_winograd_size) with this library."""
-        return bool(self._lib.oxk_conv_winograd_size(int(w.shape[0]), int(w.shape[1]), int(out_hw[0]),
-                                                     int(out_hw[1])))
+    def conv_winograd_fits(self, w: np.ndarray, group: int, strides: Sequence[int], dilations: Sequence[int],
+                           out_hw: Sequence[int]) -> bool:
+        """Whether a conv with weights w (Cout, Cin/group, kh, kw), this geometry and outputs out_hw
+        runs on path 'winograd' with this library (oxk_conv_winograd_size: 3x3 stride 1, group 1,
+        enough channels and outputs)."""
+        co, ci, kh, kw = (int(d) for d in w.shape)
+        return bool(self._lib.oxk_conv_winograd_size(co, ci, kh, kw, int(group), int(strides[0]), int(strides[1]),
+                                                     int(dilations[0]), int(dilations[1]),
+                                                     int(out_hw[0]), int(out_hw[1])))
 
     def conv_pack_winograd(self, w: np.ndarray) -> np.ndarray:
         """3x3 weights (Cout, Cin, 3, 3) transformed and packed for path 'winograd'."""
@@ -381,7 +386,7 @@ class KernelLibrary:
         if w.ndim != 4 or w.shape[2:] != (3, 3):
             raise InvalidArgument("conv_pack_winograd: weights must be (Cout, Cin, 3, 3), got %s" % (w.shape,))
         co, ci = w.shape[:2]
-        out = np.empty(16 * self._lib.oxk_pack_a_size(co, ci), np.float32)
+        out = np.empty(self._lib.oxk_conv_winograd_pack_size(co, ci), np.float32)
         self._check(self._lib.oxk_conv_pack_winograd(_p(w), co, ci, _p(out)), "conv_pack_winograd")
         return out
 

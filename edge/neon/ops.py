@@ -149,7 +149,7 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         return z_on_cpu if zn else slow
     ks = a.get("kernel_shape")
     w2 = _as_2d(w0)
-    lanes: Dict[str, np.ndarray] = {}   # the pointwise lanes / Winograd packings, made on first need
+    packings: Dict[str, np.ndarray] = {}   # the pointwise lanes / Winograd packings, made on first need
 
     def plan_for(shape: Tuple[int, ...], fused: bool = True) -> Optional[Tuple[Any, ...]]:
         """(plan address, C function, output shape, batch count, plan) for inputs of `shape`; None:
@@ -162,14 +162,13 @@ def build_conv(node: ir.Node, lib: KernelLibrary, consts: Dict[str, np.ndarray])
         pw, path = packed, "auto"
         if group == 1 and w2.shape[2:] == (1, 1) and tuple(strides) == (1, 1) and not any(pads) \
                 and lib.conv_lanes_fits(w2, hw[0] * hw[1]):   # few positions: channels along lanes
-            if "w" not in lanes:
-                lanes["w"] = lib.conv_pack_lanes(w2)
-            pw, path = lanes["w"], "lanes_packed"
-        elif group == 1 and w2.shape[2:] == (3, 3) and tuple(strides) == (1, 1) and tuple(dil) == (1, 1) \
-                and lib.conv_winograd_fits(w2, hw):   # many channels: F(2x2, 3x3)
-            if "winograd" not in lanes:
-                lanes["winograd"] = lib.conv_pack_winograd(w2)
-            pw, path = lanes["winograd"], "winograd"
+            if "lanes" not in packings:
+                packings["lanes"] = lib.conv_pack_lanes(w2)
+            pw, path = packings["lanes"], "lanes_packed"
+        elif lib.conv_winograd_fits(w2, group, strides, dil, hw):   # 3x3, many channels: F(2x2, 3x3)
+            if "winograd" not in packings:
+                packings["winograd"] = lib.conv_pack_winograd(w2)
+            pw, path = packings["winograd"], "winograd"
         plan = lib.conv_plan(shape2, w2, b0, group, strides, dil, pads, hw,
                              act if fused else "", params if fused else (), packed_w=pw, path=path)
         return plan.addr, plan.fn, (shape[0], w0.shape[0]) + out, shape[0], plan

@@ -312,11 +312,18 @@ def test_winograd_choice_and_refusals():
     need many tiles; the path refuses what it cannot run (a stride, no packing)."""
     lib = L.load()
     w = np.zeros((64, 64, 3, 3), np.float32)
-    assert lib.conv_winograd_fits(w, (8, 32)) and lib.conv_winograd_fits(w, (7, 7))
-    assert not lib.conv_winograd_fits(np.zeros((64, 16, 3, 3), np.float32), (32, 32))
-    assert not lib.conv_winograd_fits(w, (4, 4))                        # 4 tiles
+
+    def fits(w, hw, group=1, strides=(1, 1), dil=(1, 1)):
+        return lib.conv_winograd_fits(w, group, strides, dil, hw)
+
+    assert fits(w, (8, 32)) and fits(w, (7, 7))
+    assert not fits(np.zeros((64, 16, 3, 3), np.float32), (32, 32))
+    assert not fits(w, (4, 4))                                          # 4 tiles
     big = np.zeros((512, 512, 3, 3), np.float32)                      # 16 MB transformed
-    assert lib.conv_winograd_fits(big, (16, 16)) and not lib.conv_winograd_fits(big, (7, 7))
+    assert fits(big, (16, 16)) and not fits(big, (7, 7))
+    assert not fits(w, (16, 16), strides=(2, 2)) and not fits(w, (16, 16), dil=(2, 2))
+    assert not fits(np.zeros((64, 32, 3, 3), np.float32), (16, 16), group=2)
+    assert not fits(np.zeros((64, 64, 5, 5), np.float32), (16, 16))
     x = np.zeros((1, 64, 8, 8), np.float32)
     pw = lib.conv_pack_winograd(w)
     with pytest.raises(onnxedge.errors.InvalidArgument):

@@ -154,9 +154,8 @@ class ConvOp(Op):
         conv (3x3 stride 1 of group 1 with many channels and outputs), else the auto path."""
         co, ci, kh, kw = self.w.shape
         k = self.kernels
-        if self.group != 1 or (kh, kw) != (3, 3) or tuple(strides) != (1, 1) or tuple(dil) != (1, 1):
-            return transport.CONV_AUTO, self.packed
-        size = k.call("oxk_conv_winograd_size", co, ci, int(hw[0]), int(hw[1]))
+        size = k.call("oxk_conv_winograd_size", co, ci, kh, kw, self.group, strides[0], strides[1],
+                      dil[0], dil[1], int(hw[0]), int(hw[1]))
         if not size:
             return transport.CONV_AUTO, self.packed
         if not self._winograd:
